@@ -1,0 +1,122 @@
+// Package cli holds every cobra command of the reeve binary: flag parsing,
+// human and --json output, and exit codes. It carries no business logic; it
+// calls the daemon's local API, the server SDK or a package below.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"reeve.dev/reeve/internal/version"
+)
+
+// Env is what every command receives instead of reaching for globals: its
+// streams, its environment and the path of the running executable.
+type Env struct {
+	In     io.Reader
+	Out    io.Writer // data
+	Err    io.Writer // status and progress
+	Getenv func(string) string
+	// Executable returns the path of the reeve binary, used to start the
+	// supervisor and the worker from the same executable.
+	Executable func() (string, error)
+}
+
+// processEnv is the Env of the real process.
+func processEnv() *Env {
+	return &Env{
+		In:         os.Stdin,
+		Out:        os.Stdout,
+		Err:        os.Stderr,
+		Getenv:     os.Getenv,
+		Executable: os.Executable,
+	}
+}
+
+// Main runs the command line with the process's arguments and streams, and
+// returns the exit code. It is the one place exit codes are decided.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Execute(ctx, processEnv(), os.Args[1:])
+}
+
+// Execute runs one command line against env and returns its exit code.
+func Execute(ctx context.Context, env *Env, args []string) int {
+	root := NewRootCmd(env)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var silent errSilent
+	if !errors.As(err, &silent) {
+		fmt.Fprintf(env.Err, "reeve: %v\n", err)
+	}
+	return exitCode(err)
+}
+
+// NewRootCmd builds the whole command tree around env.
+func NewRootCmd(env *Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "reeve",
+		Short:         "Run coding agents under governance",
+		Long:          "reeve runs coding agents in isolated worktrees under a local daemon, records every event, and asks a policy or a human before an agent uses a tool.",
+		Version:       version.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          noArgs,
+		RunE:          showHelp,
+	}
+	root.SetIn(env.In)
+	root.SetOut(env.Out)
+	root.SetErr(env.Err)
+	root.SetVersionTemplate("reeve {{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &ExitError{Code: ExitUsage, Err: err}
+	})
+	root.CompletionOptions.DisableDefaultCmd = true
+
+	root.AddCommand(
+		newVersionCmd(env),
+	)
+	return root
+}
+
+// noArgs rejects positional arguments as a usage error; on the root it turns
+// an unknown subcommand into exit code 2 with cobra's own message.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if cmd.HasSubCommands() {
+		return exitf(ExitUsage, "unknown command %q for %q (see %q)", args[0], cmd.CommandPath(), cmd.CommandPath()+" --help")
+	}
+	return exitf(ExitUsage, "%q takes no arguments, got %q", cmd.CommandPath(), args)
+}
+
+// usageArgs wraps a cobra argument validator so that its errors exit with the
+// usage code.
+func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		return withExit(ExitUsage, v(cmd, args))
+	}
+}
+
+// showHelp is the action of group commands: with no subcommand they print
+// their help; an unknown subcommand is caught by noArgs first.
+func showHelp(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+
+// newGroupCmd builds a command that only holds subcommands.
+func newGroupCmd(use, short string, children ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, Args: noArgs, RunE: showHelp}
+	cmd.AddCommand(children...)
+	return cmd
+}
