@@ -1,0 +1,176 @@
+// Package store is the daemon's durable state: registered directories,
+// sessions and their append-only event logs, kept in one SQLite file in the
+// daemon home.
+//
+// The file runs in WAL mode with synchronous=FULL, so every commit is fsynced
+// before it is acknowledged. All writes go through a single writer connection
+// (SQLite allows one writer at a time anyway, and one connection avoids
+// SQLITE_BUSY retries between our own goroutines); reads use a separate pool
+// that WAL lets run concurrently with the writer.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// ErrNotFound is returned when a directory, session or event does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrClosed is returned by operations on a store after Close.
+var ErrClosed = errors.New("store closed")
+
+// fileMode is the mode of the database and its -wal and -shm companions: they
+// hold prompts and agent output, which are as private as credentials.
+const fileMode fs.FileMode = 0o600
+
+// Options configures Open.
+type Options struct {
+	// Path of the SQLite file. It is created (mode 0600) when missing.
+	Path string
+	// ReadConns caps the read pool; zero means 4.
+	ReadConns int
+}
+
+// Store is the daemon's durable store. It is safe for concurrent use.
+type Store struct {
+	path   string
+	writer *sql.DB // exactly one connection: every write is serialized here
+	reader *sql.DB // query_only pool for concurrent readers
+
+	// ctx bounds the store's own goroutines; cancel ends them at Close.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens (creating when needed) the store at opts.Path, applies pending
+// migrations and starts the event appender. The store's goroutines live until
+// Close; ctx only bounds the work Open itself does.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Path == "" {
+		return nil, errors.New("open store: empty path")
+	}
+	if strings.ContainsAny(opts.Path, "?#") {
+		// The driver treats '?' as the start of its DSN parameters.
+		return nil, fmt.Errorf("open store %s: path must not contain '?' or '#'", opts.Path)
+	}
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = 4
+	}
+	// Create the file ourselves so it never exists, even briefly, with a
+	// umask-derived mode. SQLite then gives -wal and -shm the main file's mode.
+	f, err := os.OpenFile(opts.Path, os.O_RDWR|os.O_CREATE, fileMode)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	f.Close()
+
+	writer, err := sql.Open("sqlite", dsn(opts.Path, false))
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", opts.Path, err)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+
+	s := &Store{path: opts.Path, writer: writer}
+	if err := s.init(ctx, opts); err != nil {
+		writer.Close()
+		if s.reader != nil {
+			s.reader.Close()
+		}
+		return nil, fmt.Errorf("open store %s: %w", opts.Path, err)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	return s, nil
+}
+
+func (s *Store) init(ctx context.Context, opts Options) error {
+	// Pinging the writer opens the connection and switches the file to WAL,
+	// which is persistent, so readers opened afterwards find it in WAL mode.
+	if err := s.writer.PingContext(ctx); err != nil {
+		return err
+	}
+	var mode string
+	if err := s.writer.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return fmt.Errorf("read journal mode: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("journal mode is %q, want wal", mode)
+	}
+	if err := migrate(ctx, s.writer); err != nil {
+		return err
+	}
+	reader, err := sql.Open("sqlite", dsn(opts.Path, true))
+	if err != nil {
+		return err
+	}
+	reader.SetMaxOpenConns(opts.ReadConns)
+	reader.SetMaxIdleConns(opts.ReadConns)
+	s.reader = reader
+	if err := reader.PingContext(ctx); err != nil {
+		return err
+	}
+	return tightenModes(opts.Path)
+}
+
+// dsn builds the driver name for path. synchronous=FULL makes each WAL commit
+// fsync before returning: that is what lets Append promise durability.
+func dsn(path string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return path + "?" + q.Encode()
+}
+
+// tightenModes forces 0600 on the database and its companions regardless of
+// the umask or of files left behind by an older build.
+func tightenModes(path string) error {
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, fileMode); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("chmod %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// Close stops the store's goroutines and closes the database. It is safe to
+// call more than once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.closeErr = errors.Join(s.reader.Close(), s.writer.Close())
+		if s.closeErr != nil {
+			s.closeErr = fmt.Errorf("close store: %w", s.closeErr)
+		}
+	})
+	return s.closeErr
+}
+
+// Path returns the path of the database file.
+func (s *Store) Path() string { return s.path }
+
+func nanos(t time.Time) int64 { return t.UnixNano() }
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
