@@ -52,6 +52,14 @@ type Store struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	app          *appender
+	watchers     watchHub
+	insertEvent  *sql.Stmt // prepared on writer
+	selectEvents *sql.Stmt // prepared on reader
+
+	// closeMu guards closed and the closing of app.ch against senders.
+	closeMu   sync.RWMutex
+	closed    bool
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -96,6 +104,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", opts.Path, err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.app = &appender{
+		ch:      make(chan *appendReq, appendQueue),
+		done:    make(chan struct{}),
+		lastSeq: make(map[string]int64),
+	}
+	go s.runAppender()
 	return s, nil
 }
 
@@ -124,6 +138,14 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 	s.reader = reader
 	if err := reader.PingContext(ctx); err != nil {
 		return err
+	}
+	if s.insertEvent, err = s.writer.PrepareContext(ctx,
+		`INSERT INTO events (session_id, seq, ts, kind, data) VALUES (?, ?, ?, ?, ?)`); err != nil {
+		return fmt.Errorf("prepare insert: %w", err)
+	}
+	if s.selectEvents, err = s.reader.PrepareContext(ctx,
+		`SELECT seq, ts, kind, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`); err != nil {
+		return fmt.Errorf("prepare select: %w", err)
 	}
 	return tightenModes(opts.Path)
 }
@@ -159,8 +181,15 @@ func tightenModes(path string) error {
 // call more than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		// Refuse new appends, then let the appender commit what it already
+		// accepted: a caller that got its request in is answered properly.
+		s.closeMu.Lock()
+		s.closed = true
+		close(s.app.ch)
+		s.closeMu.Unlock()
+		<-s.app.done
 		s.cancel()
-		s.closeErr = errors.Join(s.reader.Close(), s.writer.Close())
+		s.closeErr = errors.Join(s.insertEvent.Close(), s.selectEvents.Close(), s.reader.Close(), s.writer.Close())
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("close store: %w", s.closeErr)
 		}

@@ -1,0 +1,341 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Event is one entry of a session's append-only log.
+type Event struct {
+	SessionID string          `json:"session_id"`
+	Seq       int64           `json:"seq"` // 1, 2, 3, ... per session, gap-free
+	TS        time.Time       `json:"ts"`  // UTC
+	Kind      string          `json:"kind"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// EventInput is an event to append; the store assigns its seq.
+type EventInput struct {
+	SessionID string
+	Kind      string
+	Data      json.RawMessage // valid JSON; empty means null
+	// TS is when the event happened; zero means the time of the Append call.
+	TS time.Time
+}
+
+// Stats counts the appender's work since Open.
+type Stats struct {
+	Batches int64 // committed transactions, i.e. fsyncs of the log
+	Events  int64 // events committed
+}
+
+const (
+	// maxBatchEvents bounds one transaction, so a flood of producers cannot
+	// make one commit (and the latency of everyone in it) arbitrarily long.
+	maxBatchEvents = 4096
+	// appendQueue is how many append requests may wait for the appender
+	// before producers block: back-pressure instead of an unbounded queue.
+	appendQueue = 4096
+)
+
+// appendReq is one caller's events travelling through the appender. All
+// events of one request land in the same transaction.
+type appendReq struct {
+	in   []EventInput
+	out  []Event
+	err  error
+	done chan struct{}
+}
+
+// appender is the single goroutine that writes events. Owning the seq
+// counters in one goroutine is what makes seqs gap-free without locking.
+type appender struct {
+	ch   chan *appendReq
+	done chan struct{} // closed when the goroutine has exited
+
+	// lastSeq caches each session's highest committed seq; the goroutine is
+	// its only user. Entries are dropped when a batch fails, so a rolled-back
+	// seq is never skipped over.
+	lastSeq map[string]int64
+
+	batches atomic.Int64
+	events  atomic.Int64
+}
+
+// Append durably appends one event to a session's log and returns it with its
+// seq. It returns only once the transaction holding the event is fsynced;
+// concurrent callers share transactions (group commit). If ctx ends after the
+// event was queued, Append returns ctx's error but the event may still be
+// committed. ErrNotFound means the session does not exist.
+func (s *Store) Append(ctx context.Context, sessionID, kind string, data json.RawMessage) (Event, error) {
+	evs, err := s.AppendMany(ctx, []EventInput{{SessionID: sessionID, Kind: kind, Data: data}})
+	if err != nil {
+		return Event{}, err
+	}
+	return evs[0], nil
+}
+
+// AppendMany durably appends events (possibly of several sessions) in one
+// transaction, all or none, and returns them with their seqs in input order.
+// A high-rate producer that has several events at hand should use it: one
+// round trip through the appender instead of one per event.
+func (s *Store) AppendMany(ctx context.Context, in []EventInput) ([]Event, error) {
+	if len(in) == 0 {
+		return []Event{}, nil
+	}
+	if len(in) > maxBatchEvents {
+		return nil, fmt.Errorf("append: %d events in one call, the limit is %d", len(in), maxBatchEvents)
+	}
+	now := time.Now()
+	// Validation happens here, on the callers' goroutines, so the single
+	// appender goroutine only writes.
+	for i := range in {
+		e := &in[i]
+		if e.SessionID == "" || e.Kind == "" {
+			return nil, errors.New("append: session id and kind are required")
+		}
+		if len(e.Data) == 0 {
+			e.Data = json.RawMessage("null")
+		} else if !json.Valid(e.Data) {
+			return nil, fmt.Errorf("append %s to %s: data is not valid JSON", e.Kind, e.SessionID)
+		}
+		if e.TS.IsZero() {
+			e.TS = now
+		}
+	}
+	req := &appendReq{in: in, done: make(chan struct{})}
+	if err := s.enqueue(ctx, req); err != nil {
+		return nil, err
+	}
+	select {
+	case <-req.done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("append: %w", ctx.Err())
+	}
+	if req.err != nil {
+		return nil, req.err
+	}
+	return req.out, nil
+}
+
+func (s *Store) enqueue(ctx context.Context, req *appendReq) error {
+	// The read lock is held across the send so Close cannot close the
+	// channel under a sender; the appender keeps draining meanwhile.
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return fmt.Errorf("append: %w", ErrClosed)
+	}
+	select {
+	case s.app.ch <- req:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("append: %w", ctx.Err())
+	}
+}
+
+// Stats reports the appender's counters.
+func (s *Store) Stats() Stats {
+	return Stats{Batches: s.app.batches.Load(), Events: s.app.events.Load()}
+}
+
+// runAppender collects whatever requests are waiting into one transaction.
+// While a commit's fsync runs, new requests queue up, so the batch size grows
+// with the load by itself: one fsync per batch, never per event.
+func (s *Store) runAppender() {
+	defer close(s.app.done)
+	var batch []*appendReq
+	for {
+		req, ok := <-s.app.ch
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], req)
+		n := len(req.in)
+		open := true
+	collect:
+		for n < maxBatchEvents {
+			select {
+			case r, ok := <-s.app.ch:
+				if !ok {
+					open = false
+					break collect
+				}
+				batch = append(batch, r)
+				n += len(r.in)
+			default:
+				break collect
+			}
+		}
+		s.commitBatch(batch)
+		clear(batch) // drop references so finished requests can be collected
+		if !open {
+			return
+		}
+	}
+}
+
+func (s *Store) commitBatch(batch []*appendReq) {
+	touched, err := s.writeBatch(batch)
+	if err != nil {
+		// The transaction rolled back: forget the seqs we handed out so the
+		// next batch re-reads the committed maximum.
+		for id := range touched {
+			delete(s.app.lastSeq, id)
+		}
+		for _, r := range batch {
+			if r.err == nil {
+				r.err = err
+				r.out = nil
+			}
+			close(r.done)
+		}
+		return
+	}
+	var events int64
+	for _, r := range batch {
+		if r.err == nil {
+			events += int64(len(r.out))
+		}
+		close(r.done)
+	}
+	s.app.batches.Add(1)
+	s.app.events.Add(events)
+	ids := make([]string, 0, len(touched))
+	for id := range touched {
+		ids = append(ids, id)
+	}
+	s.watchers.notify(ids...)
+}
+
+// writeBatch writes and commits one batch. Requests naming an unknown session
+// fail alone (r.err set) without failing the batch.
+func (s *Store) writeBatch(batch []*appendReq) (touched map[string]struct{}, err error) {
+	touched = make(map[string]struct{})
+	// The appender's context is only cancelled after it has drained, so an
+	// accepted request is never abandoned half-way by Close.
+	ctx := s.ctx
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return touched, fmt.Errorf("append: begin: %w", err)
+	}
+	defer tx.Rollback()
+	ins := tx.StmtContext(ctx, s.insertEvent)
+	defer ins.Close()
+	for _, r := range batch {
+		if err := s.loadSeqs(ctx, tx, r); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				r.err = err
+				continue
+			}
+			return touched, err
+		}
+		r.out = make([]Event, len(r.in))
+		for i, e := range r.in {
+			seq := s.app.lastSeq[e.SessionID] + 1
+			s.app.lastSeq[e.SessionID] = seq
+			touched[e.SessionID] = struct{}{}
+			ts := e.TS.UTC()
+			if _, err := ins.ExecContext(ctx, e.SessionID, seq, nanos(ts), e.Kind, []byte(e.Data)); err != nil {
+				return touched, fmt.Errorf("append: insert %s #%d: %w", e.SessionID, seq, err)
+			}
+			r.out[i] = Event{SessionID: e.SessionID, Seq: seq, TS: ts, Kind: e.Kind, Data: e.Data}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return touched, fmt.Errorf("append: commit: %w", err)
+	}
+	return touched, nil
+}
+
+// loadSeqs makes sure lastSeq knows every session of r, reading the committed
+// maximum inside the batch's transaction. It fails with ErrNotFound, before
+// anything of r is written, if one of r's sessions does not exist.
+func (s *Store) loadSeqs(ctx context.Context, tx *sql.Tx, r *appendReq) error {
+	for _, e := range r.in {
+		if _, ok := s.app.lastSeq[e.SessionID]; ok {
+			continue
+		}
+		var exists int
+		var last sql.NullInt64
+		err := tx.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM sessions WHERE id = ?1),
+			(SELECT MAX(seq) FROM events WHERE session_id = ?1)`, e.SessionID).Scan(&exists, &last)
+		if err != nil {
+			return fmt.Errorf("append: read last seq of %s: %w", e.SessionID, err)
+		}
+		if exists == 0 {
+			return fmt.Errorf("append to session %s: %w", e.SessionID, ErrNotFound)
+		}
+		s.app.lastSeq[e.SessionID] = last.Int64
+	}
+	return nil
+}
+
+// Events returns up to limit events of a session with seq > afterSeq, in seq
+// order. limit <= 0 means no limit. An unknown session has no events.
+func (s *Store) Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]Event, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := s.selectEvents.QueryContext(ctx, sessionID, afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read events of %s: %w", sessionID, err)
+	}
+	defer rows.Close()
+	out := make([]Event, 0, min(max(limit, 16), 1024))
+	var kinds kindInterner
+	for rows.Next() {
+		var e Event
+		var ts int64
+		var kind sql.RawBytes
+		var data []byte
+		if err := rows.Scan(&e.Seq, &ts, &kind, &data); err != nil {
+			return nil, fmt.Errorf("read events of %s: %w", sessionID, err)
+		}
+		e.SessionID = sessionID
+		e.TS = fromNanos(ts)
+		e.Kind = kinds.intern(kind)
+		e.Data = data
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read events of %s: %w", sessionID, err)
+	}
+	return out, nil
+}
+
+// kindInterner shares one string per distinct kind within a read: a log has
+// a handful of kinds and millions of events.
+type kindInterner map[string]string
+
+func (k *kindInterner) intern(b []byte) string {
+	if s, ok := (*k)[string(b)]; ok {
+		return s
+	}
+	if *k == nil {
+		*k = make(map[string]string)
+	}
+	s := string(b)
+	(*k)[s] = s
+	return s
+}
+
+// LastSeq returns the highest seq of a session's log, 0 when it is empty.
+func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
+	var exists int
+	var last sql.NullInt64
+	err := s.reader.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM sessions WHERE id = ?1),
+		(SELECT MAX(seq) FROM events WHERE session_id = ?1)`, sessionID).Scan(&exists, &last)
+	if err != nil {
+		return 0, fmt.Errorf("last seq of %s: %w", sessionID, err)
+	}
+	if exists == 0 {
+		return 0, fmt.Errorf("last seq of %s: %w", sessionID, ErrNotFound)
+	}
+	return last.Int64, nil
+}
