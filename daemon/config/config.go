@@ -7,6 +7,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -122,8 +123,14 @@ func FlagName(key string) string {
 
 // DefaultHome is the per-user daemon home: $XDG_STATE_HOME/reeve when that is
 // set to an absolute path (the XDG spec says to ignore a relative one), else
-// ~/.reeve.
+// ~/.reeve. A nil getenv or userHome means the process's own.
 func DefaultHome(getenv func(string) string, userHome func() (string, error)) (string, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if userHome == nil {
+		userHome = os.UserHomeDir
+	}
 	if x := getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
 		return filepath.Join(x, "reeve"), nil
 	}

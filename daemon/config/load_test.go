@@ -344,3 +344,11 @@ func TestLoadHomeNotFromFile(t *testing.T) {
 }
 
 func writeFileErr(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+func TestDefaultHomeNilFuncs(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "/xdg/state")
+	h, err := DefaultHome(nil, nil)
+	if err != nil || h != "/xdg/state/reeve" {
+		t.Errorf("DefaultHome(nil, nil) = %q, %v; want /xdg/state/reeve from the process environment", h, err)
+	}
+}
