@@ -376,8 +376,14 @@ func (d *document) settingValues() map[string]any {
 func typed(s setting, raw any) (any, bool) {
 	switch s.kind {
 	case kindString:
-		v, ok := raw.(string)
-		return v, ok
+		switch v := raw.(type) {
+		case string:
+			return v, true
+		case int64:
+			// The schema allows a number only for listen, as a bare port.
+			return strconv.FormatInt(v, 10), true
+		}
+		return nil, false
 	case kindBool:
 		v, ok := raw.(bool)
 		return v, ok

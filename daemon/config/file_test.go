@@ -52,7 +52,7 @@ func renderProblems(ps []Problem) string {
 func TestValidateFileValid(t *testing.T) {
 	for name, content := range map[string]string{
 		"config.yaml": "version: 1\nlisten: \"0.0.0.0:8080\"\nprofile: lan\nallowed_hosts: [a.example, b.example]\nallowed_origins:\n  - https://x.example\nauth: true\ndefault_agent: claude\nhook_timeout_seconds: 30\n",
-		"config.yml":  "# only a comment\n",
+		"config.yml":  "# only a comment\nlisten: 7070\n",
 		"empty.yaml":  "",
 		"config.json": `{"version": 1, "listen": "/tmp/r.sock", "profile": "relay", "auth": false, "hook_timeout_seconds": 1}`,
 	} {
@@ -105,13 +105,13 @@ func TestValidateFileYAMLProblems(t *testing.T) {
 }
 
 func TestValidateFileJSONProblems(t *testing.T) {
-	path := writeFile(t, "config.json", "{\n  \"listen\": 7070,\n  \"profile\": \"lan\",\n  \"extra\": {\"a\": 1},\n  \"version\": 2\n}\n")
+	path := writeFile(t, "config.json", "{\n  \"listen\": true,\n  \"profile\": \"lan\",\n  \"extra\": {\"a\": 1},\n  \"version\": 2\n}\n")
 	problems, err := ValidateFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkProblems(t, path, problems, []want{
-		{2, 13, "/listen", "got number, want string"},
+		{2, 13, "/listen", "got boolean, want integer or string"},
 		{4, 3, "/extra", `unknown key "extra"`},
 		{5, 14, "/version", "value must be 1, got 2"},
 	})
@@ -124,6 +124,15 @@ func TestValidateFileSemanticListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkProblems(t, path, problems, []want{{2, 9, "/listen", "port is missing"}})
+}
+
+func TestValidateFileListenAsNumber(t *testing.T) {
+	path := writeFile(t, "config.yaml", "listen: 99999\n")
+	problems, err := ValidateFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkProblems(t, path, problems, []want{{1, 9, "/listen", "maximum"}})
 }
 
 func TestValidateFileSyntaxErrors(t *testing.T) {

@@ -134,6 +134,17 @@ func TestLoadUnchangedFlagsDoNotOverride(t *testing.T) {
 }
 
 // An explicitly given empty list clears the lower layers' list.
+func TestLoadListenPortAsNumber(t *testing.T) {
+	file := writeFile(t, "config.yaml", "listen: 7171\n")
+	r, err := Load(LoadOptions{Getenv: envMap(map[string]string{"REEVE_HOME": t.TempDir(), "REEVE_CONFIG": file}), UserHomeDir: noUserHome})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Settings.Listen != "7171" || r.Sources["listen"] != SourceFile {
+		t.Errorf("listen = %q from %s, want \"7171\" from file", r.Settings.Listen, r.Sources["listen"])
+	}
+}
+
 func TestLoadFlagClearsList(t *testing.T) {
 	file := writeFile(t, "config.yaml", "allowed_hosts: [a.example]\n")
 	env := envMap(map[string]string{"REEVE_HOME": t.TempDir(), "REEVE_CONFIG": file})
