@@ -86,6 +86,8 @@ func NewRootCmd(env *Env) *cobra.Command {
 
 	root.AddCommand(
 		newVersionCmd(env),
+		newConfigCmd(env),
+		newValidateCmd(env),
 	)
 	return root
 }
