@@ -27,25 +27,28 @@ type Env struct {
 	// Executable returns the path of the reeve binary, used to start the
 	// supervisor and the worker from the same executable.
 	Executable func() (string, error)
+	// Programs are the long-running parts wired in by main.
+	Programs Programs
 }
 
 // processEnv is the Env of the real process.
-func processEnv() *Env {
+func processEnv(p Programs) *Env {
 	return &Env{
 		In:         os.Stdin,
 		Out:        os.Stdout,
 		Err:        os.Stderr,
 		Getenv:     os.Getenv,
 		Executable: os.Executable,
+		Programs:   p,
 	}
 }
 
 // Main runs the command line with the process's arguments and streams, and
 // returns the exit code. It is the one place exit codes are decided.
-func Main() int {
+func Main(p Programs) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return Execute(ctx, processEnv(), os.Args[1:])
+	return Execute(ctx, processEnv(p), os.Args[1:])
 }
 
 // Execute runs one command line against env and returns its exit code.
@@ -84,8 +87,19 @@ func NewRootCmd(env *Env) *cobra.Command {
 	})
 	root.CompletionOptions.DisableDefaultCmd = true
 
+	addHomeFlag(root)
 	root.AddCommand(
 		newVersionCmd(env),
+		newStartCmd(env),
+		newStopCmd(env),
+		newRestartCmd(env),
+		newStatusCmd(env),
+		newDoctorCmd(env),
+		newAddCmd(env),
+		newRemoveCmd(env),
+		newListCmd(env),
+		newSupervisorCmd(env),
+		newWorkerCmd(env, env.Programs),
 		newConfigCmd(env),
 		newValidateCmd(env),
 	)

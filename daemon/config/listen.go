@@ -83,8 +83,10 @@ func parsePort(s string) (int, error) {
 		return 0, fmt.Errorf("port %q is not a number", s)
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > 65535 {
-		return 0, fmt.Errorf("port %s is out of range 1-65535", s)
+	// Port 0 asks the kernel for a free port; the daemon records the port it
+	// got in its endpoint file, where clients look it up.
+	if err != nil || n < 0 || n > 65535 {
+		return 0, fmt.Errorf("port %s is out of range 0-65535", s)
 	}
 	return n, nil
 }

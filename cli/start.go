@@ -1,0 +1,253 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"reeve.dev/reeve/daemon/config"
+	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/daemon/supervisor"
+	"reeve.dev/reeve/daemon/wire"
+)
+
+type startOptions struct {
+	env        *Env
+	cmd        *cobra.Command
+	foreground bool
+}
+
+func newStartCmd(env *Env) *cobra.Command {
+	opts := &startOptions{env: env}
+	cmd := &cobra.Command{
+		Use:   "start",
+		Short: "Start the daemon (supervisor and worker), in the background by default",
+		Args:  noArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { opts.cmd = cmd; return runStart(cmd.Context(), opts) },
+	}
+	f := cmd.Flags()
+	f.BoolVar(&opts.foreground, "foreground", false, "run in the foreground instead of detaching")
+	f.String("listen", config.DefaultListen, "address of the local API: host:port, a bare port, or a unix socket path")
+	f.String("profile", config.DefaultProfile, "network profile: local, lan or relay")
+	f.StringSlice("allowed-hosts", nil, "extra Host header values the local API accepts (comma-separated)")
+	f.StringSlice("allowed-origins", nil, "Origin header values the local API accepts (comma-separated)")
+	f.Bool("auth", false, "require the bearer token from the daemon home on every route but /health")
+	f.String("config", "", "config file (default <home>/config.yaml)")
+	return cmd
+}
+
+func runStart(ctx context.Context, opts *startOptions) error {
+	resolved, err := config.Load(config.LoadOptions{Flags: opts.cmd.Flags(), Getenv: opts.env.Getenv})
+	if err != nil {
+		return configExit(err)
+	}
+	s := resolved.Settings
+	launch := home.Launch{
+		Home: s.Home, ConfigFile: resolved.File, Listen: s.Listen, Profile: s.Profile,
+		AllowedHosts: s.AllowedHosts, AllowedOrigins: s.AllowedOrigins, Auth: s.Auth,
+		DefaultAgent: s.DefaultAgent, HookTimeout: s.HookTimeoutSeconds,
+	}
+	return startDaemon(ctx, opts.env, launch, opts.foreground)
+}
+
+// checkLaunch refuses a launch configuration that must not run, before any
+// process is started.
+func checkLaunch(l home.Launch) error {
+	listen, err := config.ParseListen(l.Listen)
+	if err != nil {
+		return withExit(ExitUsage, err)
+	}
+	switch l.Profile {
+	case "local", "relay":
+		if !listen.IsLoopback() {
+			return exitf(ExitUsage, "profile %s binds loopback only, but --listen %s is not a loopback address (use --profile lan --auth to serve the network)", l.Profile, l.Listen)
+		}
+	case "lan":
+		if !listen.IsLoopback() && !l.Auth {
+			return exitf(ExitUsage, "profile lan refuses to bind the non-loopback address %s without --auth", l.Listen)
+		}
+	default:
+		return exitf(ExitUsage, "unknown profile %q (use local, lan or relay)", l.Profile)
+	}
+	return nil
+}
+
+// startDaemon validates the launch, persists it and starts the supervisor,
+// then waits until the worker reports it is listening or why it is not.
+func startDaemon(ctx context.Context, env *Env, l home.Launch, foreground bool) error {
+	if err := checkLaunch(l); err != nil {
+		return err
+	}
+	dir := home.Dir(l.Home)
+	if err := dir.Prepare(); err != nil {
+		return withExit(ExitFailure, err)
+	}
+	if locked, err := dir.Locked(); err != nil {
+		return withExit(ExitFailure, err)
+	} else if locked {
+		pid := ""
+		if p, err := home.ReadPID(dir.SupervisorPIDFile()); err == nil {
+			pid = fmt.Sprintf(" (supervisor pid %d)", p.PID)
+		}
+		return exitf(ExitConflict, "a daemon is already running from %s%s; use `reeve restart` to apply new settings", dir, pid)
+	}
+	if err := dir.WriteLaunch(l); err != nil {
+		return withExit(ExitFailure, err)
+	}
+	exe, err := env.Executable()
+	if err != nil {
+		return withExit(ExitFailure, fmt.Errorf("locate the reeve executable: %w", err))
+	}
+	if foreground {
+		return runSupervisorForeground(ctx, env, dir, exe)
+	}
+	return spawnSupervisor(ctx, env, dir, exe)
+}
+
+// runSupervisorForeground runs the supervisor in this process, logging to
+// stderr, until interrupted.
+func runSupervisorForeground(ctx context.Context, env *Env, dir home.Dir, exe string) error {
+	r, w := io.Pipe()
+	go reportReadiness(env, dir, bufio.NewReader(r), nil)
+	err := supervisor.Run(ctx, supervisor.Options{
+		Home: dir, Executable: exe, WorkerArgs: workerArgs(dir), Log: env.Err, Status: w,
+	})
+	w.Close()
+	if err != nil {
+		return startFailure(err.Error())
+	}
+	return nil
+}
+
+// spawnSupervisor starts a detached supervisor process and reads its first
+// readiness report from a pipe passed as file descriptor 3.
+func spawnSupervisor(ctx context.Context, env *Env, dir home.Dir, exe string) error {
+	logf, err := os.OpenFile(dir.LogFile(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return withExit(ExitFailure, fmt.Errorf("open daemon log: %w", err))
+	}
+	defer logf.Close()
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return withExit(ExitFailure, err)
+	}
+	defer statusR.Close()
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return withExit(ExitFailure, err)
+	}
+	defer devnull.Close()
+	cmd := exec.Command(exe, "daemon-supervisor", "--home", string(dir))
+	cmd.Stdin = devnull
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.ExtraFiles = []*os.File{statusW}
+	cmd.Env = append(os.Environ(), "REEVE_STATUS_FD=3")
+	// A new session detaches the daemon from this terminal and makes the
+	// supervisor the leader of the process group that `stop --force` kills.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		statusW.Close()
+		return withExit(ExitFailure, fmt.Errorf("start supervisor: %w", err))
+	}
+	statusW.Close()
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+
+	err = reportReadiness(env, dir, bufio.NewReader(statusR), exited)
+	if err != nil {
+		// Make sure nothing is left half-started.
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+		}
+		return err
+	}
+	cmd.Process.Release()
+	return nil
+}
+
+// reportReadiness waits for the readiness line and tells the user the
+// outcome, with progress on a slow start.
+func reportReadiness(env *Env, dir home.Dir, r *bufio.Reader, exited <-chan struct{}) error {
+	linec := make(chan []byte, 1)
+	go func() {
+		line, _ := r.ReadBytes('\n')
+		linec <- line
+	}()
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case line := <-linec:
+			var rd wire.Readiness
+			if len(line) == 0 || json.Unmarshal(line, &rd) != nil {
+				return startFailure("the supervisor exited without reporting; see " + dir.LogFile() + lastLogLines(dir))
+			}
+			if !rd.Ready {
+				return startFailure(rd.Error)
+			}
+			fmt.Fprintf(env.Err, "reeve: daemon started: worker pid %d listening on %s\n", rd.PID, describeEndpoint(rd.Network, rd.Address))
+			if l, err := dir.ReadLaunch(); err == nil && l.Auth {
+				fmt.Fprintf(env.Err, "reeve: token auth is on; the bearer token is in %s\n", dir.TokenFile())
+			}
+			return nil
+		case <-tick.C:
+			fmt.Fprintln(env.Err, "reeve: waiting for the daemon to start...")
+		case <-deadline:
+			return exitf(ExitTimeout, "the daemon did not report ready within 60s; see %s", dir.LogFile())
+		case <-exited:
+			exited = nil // the pipe's EOF delivers the outcome
+		}
+	}
+}
+
+func startFailure(msg string) error {
+	if strings.Contains(msg, "already running") {
+		return exitf(ExitConflict, "%s", msg)
+	}
+	return exitf(ExitFailure, "daemon did not start: %s", msg)
+}
+
+func workerArgs(dir home.Dir) []string {
+	return []string{"daemon-worker", "--home", string(dir)}
+}
+
+func describeEndpoint(network, address string) string {
+	if network == "unix" {
+		return "unix socket " + address
+	}
+	return address
+}
+
+// lastLogLines quotes the end of the daemon log for a failed start.
+func lastLogLines(dir home.Dir) string {
+	b, err := os.ReadFile(dir.LogFile())
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return ":\n  " + strings.Join(lines, "\n  ")
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}

@@ -1,0 +1,163 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"reeve.dev/reeve/daemon/home"
+)
+
+type stopOptions struct {
+	env     *Env
+	cmd     *cobra.Command
+	force   bool
+	timeout int
+	json    bool
+}
+
+// stopResult is the --json shape of `reeve stop`.
+type stopResult struct {
+	State         string  `json:"state"` // "stopped"
+	SupervisorPID int     `json:"supervisor_pid"`
+	Forced        bool    `json:"forced"`
+	Seconds       float64 `json:"seconds"`
+}
+
+func newStopCmd(env *Env) *cobra.Command {
+	opts := &stopOptions{env: env}
+	cmd := &cobra.Command{
+		Use:   "stop",
+		Short: "Stop the daemon gracefully",
+		Args:  noArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { opts.cmd = cmd; return runStop(cmd.Context(), opts) },
+	}
+	cmd.Flags().BoolVar(&opts.force, "force", false, "send SIGKILL to the daemon's process group instead of stopping gracefully")
+	cmd.Flags().IntVar(&opts.timeout, "timeout", 15, "seconds to wait for the daemon to stop")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func runStop(ctx context.Context, opts *stopOptions) error {
+	if opts.timeout <= 0 {
+		return exitf(ExitUsage, "--timeout must be a positive number of seconds, got %d", opts.timeout)
+	}
+	dir, err := homeDir(opts.cmd, opts.env)
+	if err != nil {
+		return err
+	}
+	res, err := stopDaemon(ctx, opts.env, dir, opts.force, time.Duration(opts.timeout)*time.Second)
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		return writeJSON(opts.env.Out, res)
+	}
+	how := "stopped"
+	if res.Forced {
+		how = "killed"
+	}
+	fmt.Fprintf(opts.env.Err, "reeve: daemon %s (supervisor pid %d)\n", how, res.SupervisorPID)
+	return nil
+}
+
+// stopDaemon ends the daemon running from dir and waits until its lock is
+// released, which is the proof that the supervisor is gone.
+func stopDaemon(ctx context.Context, env *Env, dir home.Dir, force bool, timeout time.Duration) (stopResult, error) {
+	locked, err := dir.Locked()
+	if err != nil {
+		return stopResult{}, withExit(ExitFailure, err)
+	}
+	pidf, perr := home.ReadPID(dir.SupervisorPIDFile())
+	if !locked {
+		if perr == nil {
+			dir.RemoveRuntimeFiles() // left by a daemon that died without cleaning up
+		}
+		return stopResult{}, exitf(ExitNotRunning, "no daemon is running from %s", dir)
+	}
+	if perr != nil {
+		if errors.Is(perr, fs.ErrNotExist) {
+			return stopResult{}, exitf(ExitFailure, "a supervisor holds %s but its pidfile is missing; stop it by hand", dir)
+		}
+		return stopResult{}, withExit(ExitFailure, perr)
+	}
+	began := time.Now()
+	res := stopResult{State: "stopped", SupervisorPID: pidf.PID, Forced: force}
+	if force {
+		pgid := pidf.PGID
+		if pgid <= 1 {
+			pgid = pidf.PID
+		}
+		if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return res, withExit(ExitFailure, fmt.Errorf("kill process group %d: %w", pgid, err))
+		}
+		// The worker can be outside the group when the supervisor was run in
+		// the foreground of a shell job; kill it by pid too.
+		if w, err := home.ReadPID(dir.WorkerPIDFile()); err == nil {
+			syscall.Kill(w.PID, syscall.SIGKILL)
+		}
+	} else if err := syscall.Kill(pidf.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return res, withExit(ExitFailure, fmt.Errorf("signal supervisor %d: %w", pidf.PID, err))
+	}
+	if err := waitUnlocked(ctx, env, dir, timeout); err != nil {
+		return res, err
+	}
+	// The lock drops as the supervisor exits; wait out the last moment so
+	// that "stopped" means the process is gone.
+	waitGone(pidf.PID, time.Until(began.Add(timeout)))
+	if force {
+		removeStaleSocket(dir)
+		dir.RemoveRuntimeFiles()
+	}
+	res.Seconds = time.Since(began).Seconds()
+	return res, nil
+}
+
+func waitUnlocked(ctx context.Context, env *Env, dir home.Dir, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	nextNote := time.Now().Add(2 * time.Second)
+	for {
+		locked, err := dir.Locked()
+		if err != nil {
+			return withExit(ExitFailure, err)
+		}
+		if !locked {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return exitf(ExitTimeout, "the daemon did not stop within %s; try `reeve stop --force`", timeout)
+		}
+		if time.Now().After(nextNote) {
+			fmt.Fprintln(env.Err, "reeve: waiting for the daemon to stop...")
+			nextNote = time.Now().Add(2 * time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return withExit(ExitFailure, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// removeStaleSocket deletes the unix socket of a killed worker, which had no
+// chance to remove it.
+func removeStaleSocket(dir home.Dir) {
+	if ep, err := dir.ReadEndpoint(); err == nil && ep.Network == "unix" {
+		os.Remove(ep.Address)
+	}
+}
+
+// waitGone waits until pid no longer runs (a zombie awaiting its reaper
+// counts as gone) or the time is up.
+func waitGone(pid int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for pidAlive(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
