@@ -431,4 +431,3 @@ func TestVersion(t *testing.T) {
 		t.Errorf("unknown command: exit %d", r.code)
 	}
 }
-
