@@ -124,6 +124,13 @@ func (s *AnthropicServer) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"input_tokens": len(body)/4 + 1})
 		return
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
+	case (r.Method == http.MethodHead || r.Method == http.MethodGet) && r.URL.Path == "/api/hello":
+		// Connectivity probe Claude Code sends when nonessential traffic
+		// is not disabled.
+		rec.Kind = KindSide
+		s.rec.record(rec)
+		w.WriteHeader(http.StatusOK)
+		return
 	default:
 		s.rec.record(rec)
 		s.rec.problem("unhandled %s %s", r.Method, r.URL.Path)

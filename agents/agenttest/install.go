@@ -114,6 +114,7 @@ func Unavailable(t testing.TB, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if os.Getenv(RequireEnv) == "1" {
 		t.Fatalf("%s (%s=1, so this is a failure)", msg, RequireEnv)
+		return
 	}
 	t.Skipf("%s (set %s=1 to make this a failure)", msg, RequireEnv)
 }
