@@ -62,6 +62,10 @@ func newWorkerCmd(env *Env, programs Programs) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			supPID, _ := strconv.Atoi(env.Getenv("REEVE_SUPERVISOR_PID"))
 			status := statusPipe(env)
+			// These describe this process's plumbing; the agents it starts
+			// must not inherit them.
+			os.Unsetenv("REEVE_SUPERVISOR_PID")
+			os.Unsetenv("REEVE_STATUS_FD")
 			err := opts.programs.Worker(cmd.Context(), WorkerOptions{
 				Home: opts.home, SupervisorPID: supPID, Stdin: env.In, Status: status, Log: env.Err,
 			})

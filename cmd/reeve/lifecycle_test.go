@@ -431,3 +431,54 @@ func TestVersion(t *testing.T) {
 		t.Errorf("unknown command: exit %d", r.code)
 	}
 }
+
+func TestConfigPrecedenceThroughStart(t *testing.T) {
+	h := newHome(t)
+	if err := os.MkdirAll(h.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fileSock := filepath.Join(t.TempDir(), "file.sock")
+	envSock := filepath.Join(t.TempDir(), "env.sock")
+	flagSock := filepath.Join(t.TempDir(), "flag.sock")
+	os.WriteFile(h.file("config.yaml"), []byte("version: 1\nlisten: "+fileSock+"\n"), 0o600)
+
+	listenOf := func() string {
+		st, _ := h.status()
+		return st.Reachability.Address
+	}
+	h.must("start")
+	if got := listenOf(); got != fileSock {
+		t.Errorf("file value: listening on %s, want %s", got, fileSock)
+	}
+	h.must("stop")
+
+	startEnv := func(args ...string) {
+		cmd := exec.Command(reeveBin, args...)
+		cmd.Env = append(os.Environ(), "REEVE_HOME="+h.dir, "REEVE_LISTEN="+envSock)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("start %v: %v\n%s", args, err, out)
+		}
+	}
+	startEnv("start")
+	if got := listenOf(); got != envSock {
+		t.Errorf("env beats file: listening on %s, want %s", got, envSock)
+	}
+	h.must("stop")
+	startEnv("start", "--listen", flagSock)
+	if got := listenOf(); got != flagSock {
+		t.Errorf("flag beats env: listening on %s, want %s", got, flagSock)
+	}
+	h.must("stop")
+
+	// An invalid config file stops start before anything runs.
+	os.WriteFile(h.file("config.yaml"), []byte("version: 1\nprofile: everywhere\n"), 0o600)
+	r := h.run("start")
+	if r.code != 8 || !strings.Contains(r.stderr, "config.yaml:2") {
+		t.Fatalf("invalid config: exit %d %q", r.code, r.stderr)
+	}
+	assertNothingStarted(t, h)
+	r = h.run("validate")
+	if r.code != 8 || !strings.Contains(r.stdout, "config.yaml:2:10") || !strings.Contains(r.stdout, "/profile") {
+		t.Fatalf("validate: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -135,6 +136,10 @@ func run(ctx context.Context, opts Options) error {
 	}
 	fmt.Fprintf(opts.Log, "worker: pid %d listening on %s %s\n", os.Getpid(), ep.Network, ep.Address)
 	report(opts.Status, wire.Readiness{Ready: true, Network: ep.Network, Address: ep.Address, PID: ep.PID})
+	// Start-up garbage (package initialisation, migrations) would otherwise
+	// stay resident until the scavenger gets to it; an idle daemon should
+	// be small from the first minute.
+	debug.FreeOSMemory()
 
 	select {
 	case err := <-served:

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -181,6 +182,8 @@ func (s *supervisor) runWorker(ctx context.Context) workerResult {
 			res.everReady = r.Ready
 			s.relay(r)
 			readyc = nil
+			// The supervisor idles from here on; hand start-up garbage back.
+			debug.FreeOSMemory()
 		case err := <-waited:
 			res.exit = describeExit(err)
 			if readyc != nil {
