@@ -26,10 +26,26 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 				"host "+quote(r.Host)+" is not allowed: use a loopback address or start the daemon with --allowed-hosts")
 			return
 		}
-		if origin := r.Header.Get("Origin"); origin != "" && !g.originAllowed(origin) {
-			writeError(w, http.StatusForbidden, wire.CodeForbiddenOrigin,
-				"origin "+quote(origin)+" is not allowed: start the daemon with --allowed-origins to permit it")
-			return
+		if origin := r.Header.Get("Origin"); origin != "" {
+			if !g.originAllowed(origin) {
+				writeError(w, http.StatusForbidden, wire.CodeForbiddenOrigin,
+					"origin "+quote(origin)+" is not allowed: start the daemon with --allowed-origins to permit it")
+				return
+			}
+			// An allowed origin is a page the user trusts to drive the
+			// daemon: let the browser hand it the responses.
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Add("Vary", "Origin")
+			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+				// A preflight carries no credentials; it only asks what the
+				// real request may do, which still needs the token.
+				h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
+				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+				h.Set("Access-Control-Max-Age", "600")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
 		}
 		if g.token != nil && r.URL.Path != "/health" && !g.tokenValid(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="reeve"`)

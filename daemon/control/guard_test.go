@@ -212,3 +212,30 @@ func TestDirectoryRoutes(t *testing.T) {
 		t.Errorf("unknown route: got %d %s", rec.Code, rec.Body)
 	}
 }
+
+func TestCORSForAllowedOrigins(t *testing.T) {
+	api := newTestAPI(t, Options{AllowedOrigins: []string{"https://app.example"}, Token: "rvl_tok"})
+	host := "127.0.0.1:7070"
+	pre := do(t, api, "OPTIONS", "/api/directories", host, map[string]string{
+		"Origin": "https://app.example", "Access-Control-Request-Method": "POST",
+		"Access-Control-Request-Headers": "authorization",
+	}, "")
+	if pre.Code != 204 || pre.Header().Get("Access-Control-Allow-Origin") != "https://app.example" ||
+		!strings.Contains(pre.Header().Get("Access-Control-Allow-Headers"), "Authorization") {
+		t.Fatalf("preflight: %d %v", pre.Code, pre.Header())
+	}
+	// The real request still needs the token.
+	rec := do(t, api, "GET", "/api/directories", host, map[string]string{"Origin": "https://app.example"}, "")
+	if rec.Code != 401 {
+		t.Fatalf("without token: %d", rec.Code)
+	}
+	rec = do(t, api, "GET", "/api/directories", host, map[string]string{"Origin": "https://app.example", "Authorization": "Bearer rvl_tok"}, "")
+	if rec.Code != 200 || rec.Header().Get("Access-Control-Allow-Origin") != "https://app.example" {
+		t.Fatalf("with token: %d %v", rec.Code, rec.Header())
+	}
+	// A foreign origin's preflight is refused outright.
+	rec = do(t, api, "OPTIONS", "/api/directories", host, map[string]string{"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"}, "")
+	if rec.Code != 403 || rec.Header().Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("foreign preflight: %d %v", rec.Code, rec.Header())
+	}
+}
