@@ -1,0 +1,317 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"reeve.dev/reeve/server/auth"
+	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/store"
+)
+
+// bearer returns the bearer credential of r, or "".
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+// authenticate resolves the route's credential into c.p: 401 when it is
+// missing or not valid for this kind of route.
+func (s *Server) authenticate(c *call) error {
+	switch c.route.Auth {
+	case AuthPublic, AuthWebhook:
+		return nil
+	}
+	tok := bearer(c.r)
+	if tok == "" {
+		return unauthenticated("a bearer credential is required")
+	}
+	var (
+		p   auth.Principal
+		err error
+	)
+	switch c.route.Auth {
+	case AuthUser:
+		p, err = s.userPrincipal(c, tok)
+	case AuthDaemon:
+		p, err = s.daemonPrincipal(c, tok)
+	case AuthRelay:
+		p, err = s.relayPrincipal(tok)
+	}
+	if err != nil {
+		return err
+	}
+	c.p = p
+	return nil
+}
+
+var errBadCredential = unauthenticated("the credential is not valid")
+
+func (s *Server) userPrincipal(c *call, tok string) (auth.Principal, error) {
+	if !strings.HasPrefix(tok, auth.PrefixSession) && !strings.HasPrefix(tok, auth.PrefixPersonal) {
+		return auth.Principal{}, errBadCredential
+	}
+	h := auth.Hash(tok)
+	now := s.opts.Now()
+	if e, ok := s.creds.get(h, now); ok {
+		s.touch(e, now)
+		return e.p, nil
+	}
+	t, err := s.st.TokenByHash(c.ctx(), h)
+	if errors.Is(err, store.ErrNotFound) {
+		return auth.Principal{}, errBadCredential
+	}
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	if t.RevokedAt != nil || (t.ExpiresAt != nil && !now.Before(*t.ExpiresAt)) {
+		return auth.Principal{}, errBadCredential
+	}
+	u, err := s.st.User(c.ctx(), t.UserID)
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	p := auth.Principal{Kind: auth.KindUser, UserID: u.ID, Email: u.Email, TokenID: t.ID}
+	e := s.creds.put(h, p, t.ExpiresAt, now)
+	s.touch(e, now)
+	return p, nil
+}
+
+// touch records last use of a token at most once a minute, so that reads
+// do not each cost a write.
+func (s *Server) touch(e *credEntry, now time.Time) {
+	if e.p.TokenID == "" {
+		return
+	}
+	s.creds.mu.Lock()
+	due := now.Sub(e.touched) > time.Minute
+	if due {
+		e.touched = now
+	}
+	s.creds.mu.Unlock()
+	if due {
+		go func(id string) {
+			ctx, cancel := contextWithTimeout(5 * time.Second)
+			defer cancel()
+			if err := s.st.TouchToken(ctx, id, now); err != nil {
+				s.log.Warn("touch token", "err", err)
+			}
+		}(e.p.TokenID)
+	}
+}
+
+func (s *Server) daemonPrincipal(c *call, tok string) (auth.Principal, error) {
+	if !strings.HasPrefix(tok, auth.PrefixInstall) {
+		return auth.Principal{}, errBadCredential
+	}
+	h := auth.Hash(tok)
+	now := s.opts.Now()
+	if e, ok := s.creds.get(h, now); ok {
+		return e.p, nil
+	}
+	in, err := s.st.InstallByTokenHash(c.ctx(), h)
+	if errors.Is(err, store.ErrNotFound) {
+		return auth.Principal{}, errBadCredential
+	}
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	p := auth.Principal{Kind: auth.KindDaemon, InstallID: in.ID, Workspace: in.WorkspaceID}
+	s.creds.put(h, p, nil, now)
+	return p, nil
+}
+
+func (s *Server) relayPrincipal(tok string) (auth.Principal, error) {
+	if s.opts.Signer == nil {
+		return auth.Principal{}, errBadCredential
+	}
+	cl, err := s.opts.Signer.Verify(tok)
+	if err != nil {
+		return auth.Principal{}, errBadCredential
+	}
+	return auth.Principal{Kind: auth.KindRelay, InstallID: cl.Subject, Workspace: cl.Workspace, Role: cl.Role}, nil
+}
+
+// scope resolves the workspace of the request and checks the principal
+// may act in it: 404 for an unknown workspace, 403 for a stranger.
+func (s *Server) scope(c *call) error {
+	var id string
+	switch c.route.Scope {
+	case ScopeNone:
+		return nil
+	case ScopePath:
+		id = c.r.PathValue("workspace")
+	case ScopeCaller:
+		id = c.r.Header.Get(WorkspaceHeader)
+		if id == "" {
+			switch c.p.Kind {
+			case auth.KindDaemon, auth.KindRelay:
+				id = c.p.Workspace
+			case auth.KindUser:
+				ms, err := s.st.Memberships(c.ctx(), c.p.UserID)
+				if err != nil {
+					return err
+				}
+				if len(ms) == 0 {
+					return forbidden("you are not a member of any workspace")
+				}
+				c.ws, c.role = &ms[0].Workspace, ms[0].Role
+				return nil
+			}
+		}
+	}
+	if !validULID(id) {
+		return errorf(http.StatusNotFound, sdk.CodeWorkspaceNotFound, "workspace %q does not exist", id)
+	}
+	ws, err := s.st.Workspace(c.ctx(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(http.StatusNotFound, sdk.CodeWorkspaceNotFound, "workspace %q does not exist", id)
+	}
+	if err != nil {
+		return err
+	}
+	switch c.p.Kind {
+	case auth.KindUser:
+		role, err := s.role(c, ws.ID)
+		if err != nil {
+			return err
+		}
+		c.role = role
+	case auth.KindDaemon, auth.KindRelay:
+		if c.p.Workspace != ws.ID {
+			return forbidden("this credential belongs to another workspace")
+		}
+	}
+	c.ws = &ws
+	return nil
+}
+
+// role returns the caller's role in a workspace; 403 when not a member.
+func (s *Server) role(c *call, workspaceID string) (string, error) {
+	key := "role:" + workspaceID + ":" + itoa(c.p.UserID)
+	now := s.opts.Now()
+	if e, ok := s.creds.get(key, now); ok {
+		return e.p.Role, nil
+	}
+	role, err := s.st.Role(c.ctx(), workspaceID, c.p.UserID)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", forbidden("you are not a member of this workspace")
+	}
+	if err != nil {
+		return "", err
+	}
+	s.creds.put(key, auth.Principal{Role: role, Workspace: workspaceID}, nil, now)
+	return role, nil
+}
+
+func validULID(s string) bool {
+	if len(s) != 26 {
+		return false
+	}
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789ABCDEFGHJKMNPQRSTVWXYZ", r) {
+			return false
+		}
+	}
+	return s[0] <= '7'
+}
+
+// credCache remembers resolved credentials and roles for a short time.
+type credCache struct {
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[string]*credEntry
+}
+
+type credEntry struct {
+	p       auth.Principal
+	until   time.Time
+	touched time.Time
+}
+
+func newCredCache(ttl time.Duration) *credCache {
+	return &credCache{ttl: ttl, m: map[string]*credEntry{}}
+}
+
+func (cc *credCache) get(key string, now time.Time) (*credEntry, bool) {
+	if cc.ttl < 0 {
+		return nil, false
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	e, ok := cc.m[key]
+	if !ok || !now.Before(e.until) {
+		return nil, false
+	}
+	return e, true
+}
+
+func (cc *credCache) put(key string, p auth.Principal, expires *time.Time, now time.Time) *credEntry {
+	e := &credEntry{p: p, until: now.Add(cc.ttl), touched: now}
+	if expires != nil && expires.Before(e.until) {
+		e.until = *expires
+	}
+	if cc.ttl < 0 {
+		return e
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if len(cc.m) > 50000 {
+		clear(cc.m) // bounded memory beats a perfect hit rate
+	}
+	cc.m[key] = e
+	return e
+}
+
+// drop forgets entries matching fn (after a revocation or role change).
+func (cc *credCache) drop(fn func(key string, p auth.Principal) bool) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for k, e := range cc.m {
+		if fn(k, e.p) {
+			delete(cc.m, k)
+		}
+	}
+}
+
+// throttle is a per-install token bucket for /api/runtime/*.
+type throttle struct {
+	rate, burst float64
+	mu          sync.Mutex
+	buckets     map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func newThrottle(rate, burst float64) *throttle {
+	return &throttle{rate: rate, burst: burst, buckets: map[string]*bucket{}}
+}
+
+func (t *throttle) allow(key string, now time.Time) (time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b, ok := t.buckets[key]
+	if !ok {
+		if len(t.buckets) > 100000 {
+			clear(t.buckets)
+		}
+		b = &bucket{tokens: t.burst, last: now}
+		t.buckets[key] = b
+	}
+	b.tokens = min(t.burst, b.tokens+now.Sub(b.last).Seconds()*t.rate)
+	b.last = now
+	if b.tokens < 1 {
+		return time.Duration((1 - b.tokens) / t.rate * float64(time.Second)), false
+	}
+	b.tokens--
+	return 0, true
+}

@@ -1,0 +1,540 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+)
+
+// AuthKind says which credential a route accepts.
+type AuthKind string
+
+const (
+	AuthPublic  AuthKind = "public"  // no credential
+	AuthUser    AuthKind = "user"    // login session or personal API token
+	AuthDaemon  AuthKind = "daemon"  // per-install issue token
+	AuthRelay   AuthKind = "relay"   // relay JWT
+	AuthWebhook AuthKind = "webhook" // public ingestion; verification scheme not shown in the spec
+)
+
+// Scope says where the workspace of a request comes from.
+type Scope int
+
+const (
+	// ScopeNone: the route is about the caller (tokens, workspace list) or
+	// public; no workspace applies.
+	ScopeNone Scope = iota
+	// ScopePath: the {workspace} path value.
+	ScopePath
+	// ScopeCaller: the caller's workspace — fixed for daemons and relay
+	// tokens; for users the X-Reeve-Workspace header, else their first
+	// workspace.
+	ScopeCaller
+)
+
+// WorkspaceHeader selects the workspace of a ScopeCaller route for a user
+// who belongs to several.
+const WorkspaceHeader = "X-Reeve-Workspace"
+
+// Body describes a route's JSON request body.
+type Body struct {
+	Schema   string // component name in requestSchemas
+	Required bool
+}
+
+// Param is a documented query parameter.
+type Param struct {
+	Name        string
+	Type        string // "string" or "integer"
+	Description string
+}
+
+// Route is one row of the route table: everything the mux, the validator,
+// the auth layer and the OpenAPI document need to know about an operation.
+type Route struct {
+	Method      string
+	Path        string // Go 1.22 pattern path, e.g. /api/workspaces/{workspace}
+	OperationID string
+	Summary     string
+	Tag         string
+	Auth        AuthKind
+	Scope       Scope
+	MinRole     string // for users on workspace routes; "" means member
+	Placeholder bool
+	Body        *Body
+	Query       []Param
+	// Success lists the success statuses; SuccessSchema their body (empty
+	// for 204). Errors lists extra documented error statuses (402, 404, 409).
+	Success       []int
+	SuccessSchema string
+	Errors        []int
+	// ErrorSchemas overrides the documented body of an error status.
+	ErrorSchemas map[int]string
+	// AliasOf is the operation id of the route this one mirrors.
+	AliasOf string
+
+	engine  engineKind
+	handler handlerFunc
+}
+
+// IsAlias reports whether r was generated as an alias.
+func (r Route) IsAlias() bool { return r.AliasOf != "" }
+
+func (r Route) key() string { return r.Method + " " + r.Path }
+
+// ---- table builders ----
+
+func route(method, path, opID, tag string) Route {
+	r := Route{Method: method, Path: path, OperationID: opID, Tag: tag, Auth: defaultAuth(path)}
+	if opID == "" {
+		r.OperationID = OperationID(method, path)
+	}
+	switch {
+	case strings.Contains(path, "{workspace}"):
+		r.Scope = ScopePath
+	case r.Auth == AuthPublic:
+		r.Scope = ScopeNone
+	case r.Auth == AuthWebhook:
+		r.Scope = ScopeNone
+	default:
+		r.Scope = ScopeCaller
+	}
+	return r
+}
+
+// defaultAuth applies spec 5 rule 1 to a path.
+func defaultAuth(path string) AuthKind {
+	switch {
+	case path == "/api/health", strings.HasPrefix(path, "/api/.well-known/"), path == "/api/openapi.json":
+		return AuthPublic
+	case strings.HasPrefix(path, "/api/webhooks/"):
+		return AuthWebhook
+	case strings.HasPrefix(path, "/api/runtime/internal/relay/"):
+		return AuthRelay
+	case strings.HasPrefix(path, "/api/runtime/"):
+		return AuthDaemon
+	default:
+		return AuthUser
+	}
+}
+
+// placeholder builds a spec 4.0 placeholder route with its default shapes.
+func placeholder(method, path, tag string) Route {
+	r := route(method, path, "", tag)
+	r.Placeholder = true
+	r.SuccessSchema = "GenericApiResponse"
+	switch method {
+	case http.MethodGet:
+		r.Success = []int{200}
+	case http.MethodPut, http.MethodPatch:
+		r.Success = []int{200}
+		r.Body = &Body{Schema: "PlaceholderRequest", Required: true}
+	case http.MethodPost:
+		r.Success = []int{200, 201}
+		r.Body = &Body{Schema: "PlaceholderRequest"}
+	case http.MethodDelete:
+		r.Success = []int{200, 204}
+		r.Body = &Body{Schema: "PlaceholderRequest"}
+	}
+	return r
+}
+
+// typed builds a route the spec names, with its success status and schema.
+func typed(method, path, opID, tag string, status int, resp string) Route {
+	r := route(method, path, opID, tag)
+	r.Success = []int{status}
+	r.SuccessSchema = resp
+	return r
+}
+
+func (r Route) body(schema string, required bool) Route {
+	r.Body = &Body{Schema: schema, Required: required}
+	return r
+}
+func (r Route) resp(schema string) Route   { r.SuccessSchema = schema; return r }
+func (r Route) role(min string) Route      { r.MinRole = min; return r }
+func (r Route) auth(a AuthKind) Route      { r.Auth = a; return r }
+func (r Route) scope(s Scope) Route        { r.Scope = s; return r }
+func (r Route) summary(s string) Route     { r.Summary = s; return r }
+func (r Route) errs(codes ...int) Route    { r.Errors = append(r.Errors, codes...); return r }
+func (r Route) success(codes ...int) Route { r.Success = codes; return r }
+func (r Route) query(ps ...Param) Route    { r.Query = append(r.Query, ps...); return r }
+func (r Route) errBody(status int, schema string) Route {
+	m := map[int]string{}
+	for k, v := range r.ErrorSchemas {
+		m[k] = v
+	}
+	m[status] = schema
+	r.ErrorSchemas = m
+	return r
+}
+
+func qInt(name, d string) Param { return Param{Name: name, Type: "integer", Description: d} }
+func qStr(name, d string) Param { return Param{Name: name, Type: "string", Description: d} }
+
+// many expands "GET, POST" style rows of the spec.
+func many(tag string, methods string, paths ...string) []Route {
+	var out []Route
+	for _, p := range paths {
+		for _, m := range strings.Split(methods, ",") {
+			out = append(out, placeholder(strings.TrimSpace(m), p, tag))
+		}
+	}
+	return out
+}
+
+func prefixed(prefix string, rel ...string) []string {
+	out := make([]string, len(rel))
+	for i, r := range rel {
+		out[i] = prefix + r
+	}
+	return out
+}
+
+// specRoutes is the table as the spec lists it (sections 4.1 to 4.12),
+// before aliases are generated.
+func specRoutes() []Route {
+	var t []Route
+	add := func(rs ...Route) { t = append(t, rs...) }
+
+	// 4.1 Identity and tokens.
+	add(
+		placeholder("GET", "/api/auth/login", "Identity").auth(AuthPublic).scope(ScopeNone).summary("Start the user login"),
+		placeholder("GET", "/api/auth/callback", "Identity").auth(AuthPublic).scope(ScopeNone).
+			summary("Finish the login: exchange a one-time code for a bearer token").query(qStr("code", "one-time login code")).
+			success(200).resp("LoginResponse").errs(401),
+		placeholder("POST", "/api/auth/logout", "Identity").scope(ScopeNone).summary("Revoke the presented bearer token"),
+		typed("GET", "/api/me/api-tokens", "", "Identity", 200, "ApiTokenCollectionResponse").scope(ScopeNone).summary("List the caller's personal API tokens"),
+		typed("POST", "/api/me/api-tokens", "", "Identity", 201, "ApiTokenCreatedResponse").scope(ScopeNone).body("ApiTokenCreateRequest", true).summary("Create a personal API token; the plaintext is returned once"),
+		typed("DELETE", "/api/me/api-tokens/{tokenId}", "", "Identity", 204, "").scope(ScopeNone).errs(404).summary("Revoke a personal API token"),
+		typed("GET", "/api/health", "", "Meta", 200, "Health").summary("Liveness"),
+		typed("GET", "/api/.well-known/{document}", "", "Meta", 200, "Discovery").errs(404).summary("Discovery document (reeve-configuration): app_url and relay_url"),
+		typed("GET", "/api/openapi.json", "", "Meta", 200, "OpenApiDocument").summary("This OpenAPI document"),
+	)
+
+	// 4.2 Pairing, installs and relay credentials.
+	add(
+		placeholder("POST", "/api/workspaces/{workspace}/pairing-codes", "Pairing").role("admin").body("PairingCodeCreateRequest", false).summary("Browser mints a pairing code"),
+		typed("POST", "/api/pairing-codes", "", "Pairing", 201, "PairingCodeResponse").auth(AuthPublic).scope(ScopeNone).body("PairingCodeCreateRequest", false).summary("Daemon mints a pairing code"),
+		typed("POST", "/api/pairing-codes/{code}/claim", "", "Pairing", 200, "PairingCodeResponse").auth(AuthPublic).scope(ScopeNone).body("PairingCodeClaimRequest", false).errs(401, 404, 409).summary("Claim a code; the claimer receives a status_token"),
+		typed("GET", "/api/pairing-codes/{code}/status", "", "Pairing", 200, "PairingCodeResponse").auth(AuthPublic).scope(ScopeNone).errs(401, 404).summary("Poll with the status token (Authorization: Bearer)"),
+		typed("POST", "/api/pairing-codes/{code}/approve", "", "Pairing", 200, "PairingCodeResponse").scope(ScopeNone).body("PlaceholderRequest", false).errs(404, 409).summary("Approve: binds the machine and returns the relay credential once"),
+		typed("GET", "/api/workspaces/{workspace}/installs", "", "Pairing", 200, "InstallCollectionResponse").summary("List paired machines"),
+		typed("POST", "/api/workspaces/{workspace}/installs", "", "Pairing", 201, "InstallResponse").role("admin").body("InstallCreateRequest", false).summary("Register a machine; returns its issue token once"),
+		typed("GET", "/api/workspaces/{workspace}/installs/{install}", "", "Pairing", 200, "InstallResponse").errs(404),
+		typed("DELETE", "/api/workspaces/{workspace}/installs/{install}", "", "Pairing", 204, "").role("admin").errs(404).summary("Detach a paired daemon (revokes its issue token)"),
+		typed("POST", "/api/workspaces/{workspace}/installs/{install}/heartbeat", "", "Pairing", 200, "InstallResponse").body("PlaceholderRequest", false).errs(404),
+		typed("POST", "/api/workspaces/{workspace}/relay-token", "", "Pairing", 201, "RelayTokenResponse").body("PlaceholderRequest", false).summary("Relay JWT for a browser client"),
+		typed("POST", "/api/runtime/relay-token", "", "Runtime", 201, "RelayTokenResponse").body("PlaceholderRequest", false).summary("Daemon exchanges its issue token for a relay JWT"),
+		typed("POST", "/api/runtime/internal/relay/validate", "", "Runtime", 200, "RelayValidateResponse").body("RelayValidateRequest", false).summary("Relay admits a WebSocket upgrade by validating the presented JWT"),
+	)
+
+	// 4.3 Workspaces.
+	ws := "/api/workspaces/{workspace}"
+	add(
+		typed("GET", "/api/workspaces", "listWorkspaces", "Workspaces", 200, "WorkspaceCollectionResponse").scope(ScopeNone),
+		typed("POST", "/api/workspaces", "createWorkspace", "Workspaces", 201, "WorkspaceResponse").scope(ScopeNone).body("WorkspaceCreateRequest", true),
+		typed("GET", ws, "getWorkspace", "Workspaces", 200, "WorkspaceResponse"),
+		typed("PATCH", ws, "updateWorkspace", "Workspaces", 200, "WorkspaceResponse").body("WorkspaceUpdateRequest", true).role("admin"),
+		placeholder("PUT", ws, "Workspaces").body("WorkspaceUpdateRequest", true).role("admin").summary("Replace the workspace settings"),
+		placeholder("DELETE", ws, "Workspaces").role("owner").success(204).summary("Delete the workspace"),
+	)
+	add(many("Workspaces", "GET", prefixed(ws, "/audit", "/audit/export", "/crypto/epochs", "/invitations", "/sync-sources", "/insights", "/insights/summary")...)...)
+	add(
+		placeholder("POST", ws+"/gitops/webhook/code-host", "Workspaces"),
+		placeholder("PATCH", ws+"/insights/{insight}", "Workspaces"),
+		placeholder("POST", ws+"/insights/{insight}/convert", "Workspaces"),
+		placeholder("POST", ws+"/insights/detect", "Workspaces"),
+		placeholder("POST", ws+"/invitations", "Workspaces").role("admin"),
+		placeholder("DELETE", ws+"/invitations/{invitation}", "Workspaces").role("admin"),
+		placeholder("PATCH", ws+"/members/{member}", "Workspaces").role("admin").body("MemberUpdateRequest", true).errs(404, 409).summary("Change a member's role"),
+		placeholder("DELETE", ws+"/members/{member}", "Workspaces").role("admin").errs(404, 409).summary("Remove a member"),
+		placeholder("POST", ws+"/members/transfer-owner", "Workspaces").role("owner").body("MemberTransferOwnerRequest", true).errs(404).summary("Transfer ownership"),
+		placeholder("POST", ws+"/sync-sources", "Workspaces"),
+		placeholder("GET", ws+"/sync-sources/{source}", "Workspaces"),
+	)
+
+	for i := range t {
+		if strings.HasSuffix(t[i].Path, "/audit") || strings.HasSuffix(t[i].Path, "/audit/export") {
+			t[i].SuccessSchema = "AuditCollectionResponse"
+		}
+	}
+
+	// 4.4 Agent sessions.
+	s := "/api/resources/{workspace}/sessions"
+	si := s + "/{agentSession}"
+	const as = "Agent Sessions"
+	add(
+		typed("GET", s, "listAgentSessions", as, 200, "AgentSessionCollectionResponse").query(qStr("status", ""), qStr("source_kind", ""), qInt("limit", "")),
+		typed("POST", s, "createAgentSession", as, 201, "AgentSessionResponse").body("AgentSessionCreateRequest", true),
+		typed("GET", si, "getAgentSession", as, 200, "AgentSessionResponse").errs(404),
+		typed("POST", si+"/access", "shareAgentSessionAccess", as, 201, "AgentSessionAccessShareResponse").success(200, 201).body("AgentSessionAccessShareRequest", true).errs(404),
+		typed("POST", si+"/access-requests", "requestAgentSessionAccess", as, 201, "AgentSessionAccessRequestResponse").body("AgentSessionAccessRequestCreateRequest", true),
+		typed("POST", si+"/access-requests/{accessRequestId}/decision", "decideAgentSessionAccessRequest", as, 200, "AgentSessionAccessRequestDecisionResponse").body("AgentSessionAccessRequestDecisionRequest", true).errs(404, 409),
+		typed("DELETE", si+"/access/{aclEntry}", "revokeAgentSessionAccess", as, 200, "AgentSessionAccessRevokeResponse").errs(404),
+		typed("GET", si+"/adapter-receipts", "exportAgentSessionAdapterReceipts", as, 200, "AgentSessionAdapterReceiptsResponse"),
+		typed("GET", si+"/approval-audit", "getAgentSessionApprovalAudit", as, 200, "AgentSessionApprovalAuditResponse"),
+		typed("POST", si+"/attempt-graph", "composeAgentSessionAttemptGraph", as, 201, "AgentSessionAttemptGraphResponse"),
+		typed("GET", si+"/collaboration", "showAgentSessionCollaboration", as, 200, "AgentSessionCollaborationResponse"),
+		typed("POST", si+"/collaboration-events", "storeAgentSessionCollaborationEvent", as, 201, "AgentSessionCollaborationEventResponse").body("AgentSessionCollaborationEventStoreRequest", true),
+		typed("GET", si+"/compute-evidence", "exportAgentSessionComputeEvidence", as, 200, "AgentSessionComputeEvidenceResponse"),
+		typed("POST", si+"/context-corrections", "createAgentSessionContextCorrection", as, 201, "AgentSessionContextCorrectionResponse").body("AgentSessionContextCorrectionCreateRequest", true),
+		typed("POST", si+"/context-working-set", "composeAgentSessionContextWorkingSet", as, 200, "AgentSessionContextWorkingSetResponse"),
+		typed("GET", si+"/events", "listAgentSessionEvents", as, 200, "AgentSessionEventDeltaResponse").query(qInt("after_sequence", "return events after this sequence"), qInt("limit", "")),
+		typed("POST", si+"/fan-in-review", "composeAgentSessionFanInReview", as, 201, "AgentSessionFanInReviewResponse"),
+		typed("GET", si+"/governance", "getAgentSessionGovernance", as, 200, "AgentSessionGovernanceResponse"),
+		typed("GET", si+"/guardrail-evidence", "exportAgentSessionGuardrailEvidence", as, 200, "AgentSessionGuardrailEvidenceResponse"),
+		typed("GET", si+"/mcp-tools", "exportAgentSessionMcpTools", as, 200, "AgentSessionMcpToolsResponse"),
+		typed("POST", si+"/memory-retrieval", "retrieveAgentSessionMemory", as, 200, "AgentSessionMemoryRetrievalResponse").body("AgentSessionMemoryRetrievalRequest", true),
+		typed("POST", si+"/model-routing-decision", "composeAgentSessionModelRoutingDecision", as, 200, "AgentSessionModelRoutingResponse"),
+		typed("GET", si+"/readiness", "exportAgentSessionReadiness", as, 200, "AgentSessionReadinessResponse"),
+		typed("GET", si+"/receipt-export", "exportAgentSessionReceipt", as, 200, "AgentSessionReceiptExportResponse"),
+		typed("GET", si+"/room", "showAgentSessionRoom", as, 200, "AgentSessionRoomResponse"),
+		typed("POST", si+"/routing-decisions", "createAgentSessionRoutingDecision", as, 201, "RoutingDecisionResponse").body("RoutingDecisionCreateRequest", true),
+		typed("POST", si+"/run-attempts", "queueAgentSessionRunAttempt", as, 201, "WorkflowRunResponse").body("AgentSessionRunAttemptRequest", false),
+		typed("GET", si+"/spend", "exportAgentSessionSpend", as, 200, "AgentSessionSpendResponse"),
+		typed("GET", si+"/support-debug", "getAgentSessionSupportDebug", as, 200, "AgentSessionSupportDebugResponse"),
+		typed("GET", si+"/trace-export", "exportAgentSessionTrace", as, 200, "AgentSessionTraceExportResponse"),
+		typed("POST", si+"/verification-attempts", "createAgentSessionVerificationAttempt", as, 201, "SessionVerificationAttemptRecordedResponse").body("SessionVerificationAttemptCreateRequest", true),
+		typed("POST", si+"/verification-pack", "resolveAgentSessionVerificationPack", as, 201, "SessionVerificationPackResolvedResponse").body("SessionVerificationPackResolveRequest", false),
+		// Responses not shown in the spec: the record engine answers 201.
+		typed("POST", si+"/verification-repair-handoffs", "createAgentSessionVerificationRepairHandoff", as, 201, "GenericApiResponse").body("SessionVerificationRepairHandoffCreateRequest", true),
+	)
+	for i := range t {
+		if t[i].Tag == as {
+			t[i].Errors = append(t[i].Errors, 403)
+			if t[i].Body != nil {
+				t[i].Errors = append(t[i].Errors, 422)
+			}
+		}
+	}
+
+	// 4.5 Sessions (placeholders).
+	add(many("Sessions", "GET,POST", "/api/sessions")...)
+	ss := "/api/sessions/{agentSession}"
+	add(placeholder("GET", ss, "Sessions"))
+	for _, p := range []struct{ m, s string }{
+		{"POST", "/access"}, {"POST", "/access-requests"}, {"POST", "/access-requests/{accessRequestId}/decision"}, {"DELETE", "/access/{aclEntry}"},
+		{"GET", "/adapter-receipts"}, {"GET", "/approval-audit"}, {"POST", "/attempt-graph"},
+		{"GET", "/collaboration"}, {"POST", "/collaboration-events"}, {"GET", "/compute-evidence"},
+		{"POST", "/context-corrections"}, {"POST", "/context-working-set"},
+		{"GET", "/effective-policy"}, {"GET", "/events"}, {"POST", "/fan-in-review"},
+		{"GET", "/governance"}, {"GET", "/guardrail-evidence"}, {"GET", "/mcp-tools"},
+		{"POST", "/memory-retrieval"}, {"POST", "/model-routing-decision"},
+		{"POST", "/policy-change-proposals"}, {"POST", "/policy-change-proposals/open-pr"},
+	} {
+		add(placeholder(p.m, ss+p.s, "Sessions"))
+	}
+
+	// 4.6 Billing.
+	for _, p := range []struct{ m, s string }{
+		{"POST", "/checkout-session"}, {"POST", "/customer/reconcile"}, {"GET", "/invoices"}, {"POST", "/invoices/{invoiceId}/reconcile"},
+		{"GET", "/payment-method"}, {"POST", "/portal-session"}, {"GET", "/pricing"}, {"GET", "/summary"}, {"GET", "/webhooks"},
+	} {
+		add(placeholder(p.m, "/api/billing"+p.s, "Billing"))
+	}
+	b := "/api/resources/{workspace}/billing"
+	add(
+		typed("POST", b+"/checkout-session", "createBillingCheckoutSession", "Billing", 200, "BillingCheckoutSessionResponse").body("BillingCheckoutSessionRequest", false).role("admin"),
+		typed("POST", b+"/customer/reconcile", "reconcileBillingCustomer", "Billing", 200, "BillingCustomerReconciliationResponse").role("admin"),
+		typed("GET", b+"/invoices", "listBillingInvoices", "Billing", 200, "BillingInvoiceCollectionResponse"),
+		typed("POST", b+"/invoices/{invoiceId}/reconcile", "reconcileBillingInvoice", "Billing", 200, "BillingInvoiceReconciliationResponse").role("admin"),
+		typed("GET", b+"/payment-method", "getBillingPaymentMethod", "Billing", 200, "BillingPaymentMethodResponse"),
+		typed("POST", b+"/portal-session", "createBillingPortalSession", "Billing", 200, "BillingPortalSessionResponse").body("BillingPortalSessionRequest", false).role("admin").errs(404),
+		typed("GET", b+"/pricing", "getBillingPricingCatalog", "Billing", 200, "BillingPricingCatalogResponse"),
+		typed("GET", b+"/summary", "getBillingSummary", "Billing", 200, "BillingSummaryResponse").query(qStr("period_start", ""), qStr("period_end", "")),
+		typed("GET", b+"/webhooks", "getPaymentWebhookStatus", "Billing", 200, "PaymentWebhookStatusResponse"),
+	)
+
+	// 4.7 Provider keys.
+	add(many("Provider Keys", "GET,POST", "/api/provider-keys")...)
+	add(many("Provider Keys", "GET,DELETE", "/api/provider-keys/{providerKey}")...)
+	add(placeholder("POST", "/api/provider-keys/{providerKey}/rotate", "Provider Keys"))
+	pk := "/api/resources/{workspace}/provider-keys"
+	add(
+		typed("GET", pk, "listProviderKeys", "Provider Keys", 200, "ProviderKeyCollectionResponse"),
+		typed("POST", pk, "createProviderKey", "Provider Keys", 201, "ProviderKeyResponse").body("CreateProviderKeyRequest", true).role("admin"),
+		typed("POST", pk+"/{providerKey}/rotate", "rotateProviderKey", "Provider Keys", 200, "ProviderKeyResponse").role("admin").errs(404),
+	)
+
+	// 4.8 Support.
+	sw := "/api/support/workspaces/{workspace}"
+	add(
+		typed("GET", "/api/resources/{workspace}/posture", "getResourceSupportWorkspacePosture", "Support", 200, "SupportWorkspacePostureResponse").role("admin"),
+		typed("GET", sw+"/posture", "getSupportWorkspacePosture", "Support", 200, "SupportWorkspacePostureResponse").role("admin"),
+		typed("GET", sw+"/access-requests", "listSupportAccessRequests", "Support", 200, "SupportAccessRequestCollectionResponse").role("admin"),
+		typed("POST", sw+"/access-requests", "createSupportAccessRequest", "Support", 201, "SupportAccessRequestResponse").body("SupportAccessRequestCreateRequest", true),
+		typed("POST", sw+"/access-requests/{supportAccessRequest}/approve", "approveSupportAccessRequest", "Support", 200, "SupportAccessRequestResponse").body("SupportAccessDecisionRequest", false).role("admin").errs(404, 409),
+		typed("POST", sw+"/access-requests/{supportAccessRequest}/deny", "denySupportAccessRequest", "Support", 200, "SupportAccessRequestResponse").body("SupportAccessDecisionRequest", false).role("admin").errs(404, 409),
+		typed("POST", sw+"/access-requests/{supportAccessRequest}/revoke", "revokeSupportAccessRequest", "Support", 200, "SupportAccessRequestResponse").body("SupportAccessDecisionRequest", false).role("admin").errs(404, 409),
+	)
+
+	// 4.9 Insights.
+	add(
+		placeholder("GET", "/api/insights", "Insights"),
+		placeholder("PATCH", "/api/insights/{insight}", "Insights"),
+		placeholder("POST", "/api/insights/{insight}/convert", "Insights"),
+		placeholder("POST", "/api/insights/detect", "Insights"),
+		placeholder("GET", "/api/insights/summary", "Insights"),
+	)
+	ri := "/api/resources/{workspace}/insights"
+	add(
+		typed("GET", ri, "getResourceInsights", "Insights", 200, "InsightCollectionResponse"),
+		typed("PATCH", ri+"/{insight}", "updateResourceInsight", "Insights", 200, "GenericApiResponse").body("PlaceholderRequest", false).errs(404),
+		typed("POST", ri+"/{insight}/convert", "convertResourceInsight", "Insights", 201, "GenericApiResponse").success(200, 201).errs(404),
+		typed("POST", ri+"/detect", "detectResourceInsights", "Insights", 201, "InsightCollectionResponse").success(200, 201),
+		typed("GET", ri+"/summary", "getResourceInsightsSummary", "Insights", 200, "InsightSummaryResponse"),
+	)
+
+	// 4.10 Workflow runs.
+	add(typed("POST", "/api/resources/{workspace}/workflow-runs/preflight", "preflightWorkflowRun", "Workflow Runs", 200, "WorkflowRunPreflightResponse").
+		body("WorkflowRunPreflightRequest", false).errBody(422, "WorkflowRunPreflightNotRunnableResponse"))
+	wr := "/api/workflow-runs"
+	add(many("Workflow Runs", "GET,POST", wr)...)
+	add(many("Workflow Runs", "GET,PATCH", wr+"/{workflowRun}")...)
+	for _, p := range []struct{ m, s string }{
+		{"POST", "/action-proposals/{proposalKey}/decision"}, {"POST", "/action-proposals/{proposalKey}/execute"},
+		{"POST", "/approvals/{nodeKey}"}, {"GET", "/audit-packet"}, {"POST", "/cancel"},
+		{"GET", "/contract-health"}, {"POST", "/verify-contract-health"},
+		{"POST", "/events"}, {"POST", "/execution-receipts/{executionReceipt}/verify"}, {"GET", "/gates"},
+		{"POST", "/nodes/{node}/context/proposals"}, {"POST", "/nodes/{node}/context/receipts"}, {"POST", "/nodes/{node}/context/resolve"},
+		{"GET", "/policy-simulation"}, {"GET", "/replay"}, {"POST", "/rerun"}, {"GET", "/story"},
+		{"GET", "/telemetry"}, {"GET", "/trace-feed"}, {"GET", "/trace-feed/export"},
+	} {
+		add(placeholder(p.m, wr+"/{workflowRun}"+p.s, "Workflow Runs"))
+	}
+	add(placeholder("POST", wr+"/preflight", "Workflow Runs"), placeholder("GET", wr+"/replay", "Workflow Runs"))
+
+	// 4.11 Runtime.
+	add(typed("POST", "/api/runtime/internal/gateway/workspaces/{workspace}/usage", "postApiRuntimeInternalGatewayWorkspacesWorkspaceUsage", "Runtime", 201, "GatewayUsageRecordResponse").
+		success(200, 201).body("GatewayUsageRecordRequest", true).errs(402).errBody(402, "GatewayUsageAdmissionDeniedResponse"))
+	rt := "/api/runtime"
+	add(placeholder("POST", rt+"/internal/gateway/workspaces/{workspace}/provider-key-material", "Runtime"))
+	for _, p := range []string{"/bus/publish", "/bus/pull", "/presence/resolve", "/presence/upsert"} {
+		add(placeholder("POST", rt+"/internal/relay"+p, "Runtime"))
+	}
+	rw := rt + "/workspaces/{workspace}"
+	add(
+		placeholder("POST", rw+"/agent-hooks/plans", "Runtime"),
+		placeholder("POST", rw+"/context-update-proposals/{proposal}/writeback-receipt", "Runtime"),
+	)
+	for _, p := range []string{"/candidates/preview-proof", "/events/pull", "/events/push", "/grants/mark-emitted", "/grants/mark-revoked", "/grants/materialized", "/grants/pending", "/grants/revocations/pending"} {
+		add(placeholder("POST", rw+"/context-vault"+p, "Runtime"))
+	}
+	add(many("Runtime", "GET,POST", rw+"/context-vaults", rw+"/crypto/device-enrollments")...)
+	add(
+		placeholder("POST", rw+"/contract/authorize", "Runtime"),
+		placeholder("GET", rw+"/crypto/device-enrollments/{enrollment}", "Runtime"),
+		placeholder("POST", rw+"/crypto/device-enrollments/{enrollment}/approve", "Runtime"),
+		placeholder("POST", rw+"/crypto/device-enrollments/{enrollment}/materialized", "Runtime"),
+	)
+
+	// 4.12 Other groups.
+	iw := "/api/integration-webhooks"
+	add(many("Integration Webhooks", "GET,POST", iw)...)
+	add(placeholder("DELETE", iw+"/{endpoint}", "Integration Webhooks"), placeholder("GET", iw+"/{endpoint}/deliveries", "Integration Webhooks"))
+	add(many("Integration Webhooks", "POST", prefixed(iw+"/{endpoint}", "/provider-webhook-registration", "/repair-route-version", "/rotate-secret", "/test-delivery")...)...)
+	add(placeholder("GET", iw+"/providers", "Integration Webhooks"))
+
+	cs := "/api/context-sources"
+	add(many("Context Sources", "GET,POST", cs)...)
+	add(many("Context Sources", "GET,PUT,PATCH", cs+"/{contextSource}")...)
+	add(many("Context Sources", "POST", cs+"/{contextSource}/indexes", cs+"/{contextSource}/sync-git")...)
+
+	cv := "/api/context-vaults"
+	add(many("Context Vaults", "GET,POST", cv)...)
+	add(many("Context Vaults", "GET,PUT,PATCH", cv+"/{contextVault}")...)
+
+	add(placeholder("POST", "/api/onboarding/complete", "Onboarding"))
+	add(many("Onboarding", "GET,PUT", "/api/onboarding/current")...)
+	add(many("Onboarding", "POST", "/api/onboarding/early-access", "/api/onboarding/intro-call", "/api/onboarding/prepare-workspace")...)
+
+	me := "/api/managed-executors"
+	add(many("Managed Executors", "GET,POST", me)...)
+	add(placeholder("DELETE", me+"/{managedExecutor}", "Managed Executors"),
+		placeholder("POST", me+"/{managedExecutor}/rotate-credential", "Managed Executors"),
+		placeholder("PATCH", me+"/{managedExecutor}/tags", "Managed Executors"))
+
+	sg := "/api/share-groups"
+	add(many("Share Groups", "GET,POST", sg)...)
+	add(placeholder("GET", sg+"/{shareGroup}", "Share Groups"),
+		placeholder("POST", sg+"/{shareGroup}/members", "Share Groups"),
+		placeholder("DELETE", sg+"/{shareGroup}/members/{user}", "Share Groups"))
+
+	add(placeholder("GET", "/api/mcp/receipts", "MCP"))
+	add(many("MCP", "GET,POST", "/api/mcp/servers")...)
+	add(placeholder("POST", "/api/mcp/servers/{mcpServer}/policies", "MCP"), placeholder("POST", "/api/mcp/tool-calls", "MCP"))
+
+	ie := "/api/integration-events"
+	add(many("Integration Events", "GET,POST", ie)...)
+	add(placeholder("GET", ie+"/{integrationEvent}", "Integration Events"),
+		placeholder("GET", ie+"/{integrationEvent}/audit-packet", "Integration Events"),
+		placeholder("POST", ie+"/{integrationEvent}/retry-routing", "Integration Events"))
+
+	rp := "/api/review-packets"
+	add(many("Review Packets", "GET,POST", rp)...)
+	add(placeholder("GET", rp+"/{reviewPacket}", "Review Packets"),
+		placeholder("PATCH", rp+"/{reviewPacket}/decision", "Review Packets"),
+		placeholder("GET", rp+"/{reviewPacket}/export", "Review Packets"))
+
+	add(many("Webhooks", "POST", prefixed("/api/webhooks", "/code-host/events", "/chat/events", "/tracker/events", "/payments-thin/events", "/payments/events")...)...)
+	return t
+}
+
+// aliasPrefixes are the two spellings of a workspace-scoped path (spec 2).
+var aliasPrefixes = [2]string{"/api/workspaces/{workspace}", "/api/resources/{workspace}"}
+
+// aliasPath returns the other spelling of a workspace-scoped path, if any.
+func aliasPath(path string) (string, bool) {
+	for i, p := range aliasPrefixes {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return aliasPrefixes[1-i] + strings.TrimPrefix(path, p), true
+		}
+	}
+	return "", false
+}
+
+// Routes returns the whole table: the spec rows plus a generated alias for
+// every workspace-scoped row whose other spelling the spec does not list,
+// sorted by path then method. It panics on a malformed table, which the
+// tests exercise.
+func Routes() []Route {
+	base := specRoutes()
+	seen := map[string]bool{}
+	for _, r := range base {
+		if seen[r.key()] {
+			panic(fmt.Sprintf("route table: duplicate %s", r.key()))
+		}
+		seen[r.key()] = true
+	}
+	all := append([]Route(nil), base...)
+	for _, r := range base {
+		ap, ok := aliasPath(r.Path)
+		if !ok || seen[r.Method+" "+ap] {
+			continue
+		}
+		a := r
+		a.Path = ap
+		a.AliasOf = r.OperationID
+		a.OperationID = OperationID(r.Method, ap)
+		a.Summary = strings.TrimSpace("Alias of " + r.OperationID + ". " + r.Summary)
+		seen[a.key()] = true
+		all = append(all, a)
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		if all[i].Path != all[j].Path {
+			return all[i].Path < all[j].Path
+		}
+		return all[i].Method < all[j].Method
+	})
+	classifyAll(all)
+	ids := map[string]string{}
+	for _, r := range all {
+		if prev, dup := ids[r.OperationID]; dup {
+			panic(fmt.Sprintf("route table: operation id %s used by %s and %s", r.OperationID, prev, r.key()))
+		}
+		ids[r.OperationID] = r.key()
+	}
+	return all
+}

@@ -1,0 +1,376 @@
+package api
+
+// The JSON Schemas (2020-12, the dialect of OpenAPI 3.1) of every request
+// shape the spec gives, plus the response and error shapes. They are the
+// single source for request validation and for the components of the
+// OpenAPI document. Fields marked † in the spec (nullable or union types)
+// are never required, because the spec leaves their required flag unshown.
+
+type schema = map[string]any
+
+func ref(name string) schema { return schema{"$ref": "#/components/schemas/" + name} }
+
+func typ(types ...string) schema {
+	if len(types) == 1 {
+		return schema{"type": types[0]}
+	}
+	list := make([]any, len(types))
+	for i, t := range types {
+		list[i] = t
+	}
+	return schema{"type": list}
+}
+
+func enum(values ...string) schema {
+	list := make([]any, len(values))
+	for i, v := range values {
+		list[i] = v
+	}
+	return schema{"type": "string", "enum": list}
+}
+
+func arrayOf(items schema) schema { return schema{"type": "array", "items": items} }
+
+// orNull makes s accept null as well (the † "X or null" fields).
+func orNull(s schema) schema {
+	return schema{"anyOf": []any{s, schema{"type": "null"}}}
+}
+
+func object(required []string, props schema) schema {
+	s := schema{"type": "object", "properties": props}
+	if len(required) > 0 {
+		list := make([]any, len(required))
+		for i, r := range required {
+			list[i] = r
+		}
+		s["required"] = list
+	}
+	return s
+}
+
+func described(s schema, d string) schema { s["description"] = d; return s }
+
+var (
+	tString     = func() schema { return typ("string") }
+	tStringNull = func() schema { return typ("string", "null") }
+	tInt        = func() schema { return typ("integer") }
+	tIntNull    = func() schema { return typ("integer", "null") }
+	tObject     = func() schema { return typ("object") }
+	// "object or array, or null"
+	tObjArrNull = func() schema { return typ("object", "array", "null") }
+)
+
+// requestSchemas are the request bodies of spec 4.1 to 4.12 plus the few
+// the service defines where the spec shows none.
+func requestSchemas() map[string]schema {
+	sessionRoles := []string{"viewer", "commenter", "steerer", "approver", "owner"}
+	strOrInt := func() schema { return typ("string", "integer") }
+	m := map[string]schema{
+		"PlaceholderRequest": described(tObject(), "Placeholder request body (spec 4.0): any JSON object; the shape is not yet tightened."),
+
+		// 4.1 (bodies not shown in the spec; these are the service's own).
+		"ApiTokenCreateRequest": object([]string{"name"}, schema{
+			"name":            schema{"type": "string", "minLength": 1, "maxLength": 200},
+			"expires_in_days": schema{"type": "integer", "minimum": 1, "maximum": 3650},
+		}),
+
+		// 4.3
+		"WorkspaceCreateRequest": described(object([]string{"name"}, schema{
+			"name":        schema{"type": "string", "minLength": 1, "maxLength": 200},
+			"description": tStringNull(),
+		}), "The spec does not show the createWorkspace body; name is the only field the service needs."),
+		"WorkspaceUpdateRequest": object(nil, schema{
+			"name":                 schema{"type": "string", "minLength": 1, "maxLength": 200},
+			"description":          tStringNull(),
+			"labels":               tObjArrNull(),
+			"policy_mode":          enum("open_access", "allowlist", "crypto_pairing"),
+			"notification_policy":  tObjArrNull(),
+			"budget_policy":        tObjArrNull(),
+			"audit_retention_days": tIntNull(),
+		}),
+		"MemberUpdateRequest": described(object([]string{"role"}, schema{
+			"role": enum("owner", "admin", "member"),
+		}), "Changes a member's workspace role."),
+		"MemberTransferOwnerRequest": described(object([]string{"user_id"}, schema{
+			"user_id": tInt(),
+		}), "Makes another member the owner; the caller becomes an admin."),
+		"InstallCreateRequest": described(object(nil, schema{
+			"name": schema{"type": "string", "maxLength": 200},
+		}), "Registers a machine; the answer carries its issue token once."),
+
+		// 4.4
+		"RoutingCandidateInput":                  described(tObject(), "Fields not shown in the spec."),
+		"SessionTeamScopeInput":                  described(tObject(), "Fields not shown in the spec."),
+		"AgentSessionCollaborationActor":         described(tObject(), "Fields not shown in the spec."),
+		"AgentSessionCollaborationCommentTarget": described(tObject(), "Fields not shown in the spec."),
+		"AgentSessionCreateRequest": object([]string{"title", "source_kind"}, schema{
+			"title":                    tString(),
+			"summary":                  tStringNull(),
+			"source_kind":              tString(),
+			"source_ref":               tStringNull(),
+			"primary_surface":          tString(),
+			"selected_target_repo_ids": arrayOf(tString()),
+			"primary_owning_team_id":   tStringNull(),
+			"budget_owner_team_id":     tStringNull(),
+			"visibility_scope":         enum("workspace", "team", "private"),
+			"effective_policy_hash":    tStringNull(),
+			"policy_source_refs":       arrayOf(tString()),
+			"data_plane_profile_id":    tStringNull(),
+			"metadata":                 tObject(),
+			"routing_candidates":       arrayOf(ref("RoutingCandidateInput")),
+			"team_scopes":              arrayOf(ref("SessionTeamScopeInput")),
+		}),
+		"AgentSessionAccessShareRequest": object([]string{"subject_type", "subject_id", "role"}, schema{
+			"subject_type": enum("user", "team", "share_group"),
+			"subject_id":   tInt(),
+			"role":         enum(sessionRoles...),
+		}),
+		"AgentSessionAccessRequestCreateRequest": object([]string{"requested_role"}, schema{
+			"requested_role": enum("viewer", "commenter", "steerer", "approver"),
+			"reason":         tStringNull(),
+		}),
+		"AgentSessionAccessRequestDecisionRequest": object([]string{"decision"}, schema{
+			"decision": enum("approve", "deny"),
+			"role":     tStringNull(),
+			"reason":   tStringNull(),
+		}),
+		"AgentSessionCollaborationEventStoreRequest": object([]string{"event_kind"}, func() schema {
+			p := schema{
+				"event_kind":   enum("task_created", "task_assigned", "task_reassigned", "task_status_changed", "mailbox_message_sent", "comment_created"),
+				"dependencies": typ("array", "null"),
+				"assignees":    typ("array", "null"),
+				"assignee":     orNull(ref("AgentSessionCollaborationActor")),
+				"recipient":    orNull(ref("AgentSessionCollaborationActor")),
+				"target":       orNull(ref("AgentSessionCollaborationCommentTarget")),
+			}
+			for _, f := range []string{"task_id", "title", "description", "status", "previous_status", "subject", "thread_id", "body_ciphertext", "body_digest", "body_plaintext"} {
+				p[f] = tStringNull()
+			}
+			return p
+		}()),
+		"AgentSessionContextCorrectionCreateRequest": object([]string{"correction_kind", "target_kind", "title"}, schema{
+			"context_source_id": strOrInt(),
+			"correction_kind":   enum("missing_context", "stale_context", "wrong_context", "new_memory", "promote_to_policy"),
+			"target_kind":       enum("memory_candidate", "config_candidate"),
+			"title":             tString(),
+			"summary":           tStringNull(),
+			"proposed_text":     tStringNull(),
+			"metadata":          tObject(),
+		}),
+		"AgentSessionMemoryRetrievalRequest": object([]string{"query"}, schema{
+			"query":              tString(),
+			"limit":              tInt(),
+			"context_source_ids": arrayOf(tString()),
+		}),
+		"RoutingDecisionCreateRequest": object([]string{"decision_kind"}, schema{
+			"selected_routing_candidate_id": tStringNull(),
+			"decision_kind":                 enum("confirmed", "corrected", "rejected", "needs_more_info"),
+			"confidence":                    typ("number", "null"),
+			"reason":                        tStringNull(),
+			"metadata":                      tObject(),
+		}),
+		"AgentSessionRunAttemptRequest": object(nil, schema{
+			"managed_executor_id": tStringNull(),
+		}),
+		"SessionVerificationAttemptCreateRequest": object([]string{"status"}, schema{
+			"workflow_run_id":       tStringNull(),
+			"attempt_kind":          enum("verification", "repair_verification", "manual_review"),
+			"status":                enum("passed", "failed", "needs_review", "error"),
+			"verification_pack":     tObject(),
+			"summary":               tStringNull(),
+			"artifact_refs":         arrayOf(tString()),
+			"repair_recommendation": tObject(),
+		}),
+		"SessionVerificationPackResolveRequest": object(nil, schema{
+			"workflow_run_id": tStringNull(),
+		}),
+		"SessionVerificationRepairHandoffCreateRequest": object([]string{"verification_attempt_id"}, schema{
+			"verification_attempt_id": tString(),
+			"requested_action":        described(tString(), "An enum whose values the spec does not show; any string is accepted until they are."),
+		}),
+
+		// 4.6
+		"BillingCheckoutSessionRequest": object(nil, schema{"success_url": tString(), "cancel_url": tString()}),
+		"BillingPortalSessionRequest":   object(nil, schema{"return_url": tString()}),
+
+		// 4.7
+		"CreateProviderKeyRequest": object([]string{"provider", "mode"}, schema{
+			"provider": enum("provider_a", "provider_b", "provider_c", "other"),
+			"mode":     enum("managed_byok", "managed_pass_through"),
+			"team_id":  tIntNull(),
+			"key_ref":  tStringNull(),
+			"secret":   described(tString(), "A secret value; stored, never echoed."),
+		}),
+
+		// 4.8
+		"SupportAccessRequestCreateRequest": object([]string{"reason", "requested_scopes"}, schema{
+			"reason":             tString(),
+			"requested_scopes":   arrayOf(enum("operational_status", "billing_read", "run_read", "audit_read", "memory_metadata_read")),
+			"expires_in_minutes": tInt(),
+		}),
+		"SupportAccessDecisionRequest": object(nil, schema{
+			"expires_in_minutes": tInt(),
+			"decision_reason":    tStringNull(),
+		}),
+
+		// 4.10
+		"WorkflowRunPreflightRequest": func() schema {
+			p := schema{
+				"workflow_digest":     tStringNull(),
+				"yaml_snapshot":       tStringNull(),
+				"status":              enum("queued", "draft", "blocked"),
+				"data_capture_policy": typ("object", "null"),
+			}
+			for _, f := range []string{"workflow_definition_id", "workflow_version_id", "workflow_route_id", "workflow_route_version_id", "workflow_execution_profile_id", "workflow_execution_profile_version_id", "integration_event_id", "runtime_target_id", "managed_executor_id"} {
+				p[f] = strOrInt()
+			}
+			return object(nil, p)
+		}(),
+
+		// 4.11
+		"GatewayUsageRecordRequest": object([]string{"gateway_virtual_key_id", "idempotency_key", "run_id", "lease_id", "provider", "model", "input_tokens", "output_tokens", "total_tokens", "cost_usd"}, schema{
+			"gateway_virtual_key_id": tString(),
+			"idempotency_key":        tString(),
+			"run_id":                 tString(),
+			"lease_id":               tString(),
+			"team_ref":               tStringNull(),
+			"provider":               enum("provider_a", "provider_b", "provider_d"),
+			"model":                  tString(),
+			"input_tokens":           tInt(),
+			"output_tokens":          tInt(),
+			"total_tokens":           tInt(),
+			"cost_usd":               schema{"type": "string", "pattern": `^[0-9]+(\.[0-9]+)?$`},
+			"latency_ms":             tIntNull(),
+			"status":                 tStringNull(),
+			"error_code":             tStringNull(),
+			"occurred_at":            tStringNull(),
+		}),
+
+		// Pairing (spec 4.2 shows no bodies; these are the service's own).
+		"PairingCodeCreateRequest": described(object(nil, schema{
+			"name": schema{"type": "string", "maxLength": 200},
+		}), "Optional machine name shown on the approval page."),
+		"PairingCodeClaimRequest": described(object(nil, schema{
+			"name":      schema{"type": "string", "maxLength": 200},
+			"workspace": described(tString(), "Daemon-initiated codes: the workspace (ULID) the claiming user pairs the machine to."),
+		}), "Claims a pairing code."),
+		"RelayValidateRequest": described(object(nil, schema{
+			"workspace_id":      tString(),
+			"runtime_target_id": tString(),
+			"role":              enum("workspace-daemon", "client"),
+		}), "What the relay wants to admit; checked against the JWT claims."),
+	}
+	// cost_usd is a decimal string; the spec types it as a string.
+	return m
+}
+
+// responseSchemas are the answer and error shapes. Named responses whose
+// fields the spec does not show are records of the generic engine.
+func responseSchemas() map[string]schema {
+	m := map[string]schema{
+		"ErrorDetail": object([]string{"field", "message"}, schema{
+			"field":   described(tString(), "JSON pointer into the body, query:<name> for a parameter, empty for the whole body."),
+			"message": tString(),
+		}),
+		"ErrorEnvelope": object([]string{"error"}, schema{
+			"error": object([]string{"code", "message", "details", "request_id"}, schema{
+				"code":       described(tString(), "Stable machine-readable code (see docs/server.md)."),
+				"message":    tString(),
+				"details":    arrayOf(ref("ErrorDetail")),
+				"request_id": tString(),
+			}),
+		}),
+		"Record": object([]string{"id", "collection", "workspace_id", "seq", "attributes", "created_by", "created_at", "updated_at"}, schema{
+			"id":           tString(),
+			"collection":   tString(),
+			"workspace_id": tString(),
+			"seq":          tInt(),
+			"attributes":   tObject(),
+			"created_by":   tString(),
+			"created_at":   schema{"type": "string", "format": "date-time"},
+			"updated_at":   schema{"type": "string", "format": "date-time"},
+		}),
+		"ListMeta": object([]string{"count"}, schema{"count": tInt(), "next_after": tInt()}),
+		"GenericApiResponse": described(object([]string{"data"}, schema{
+			"data": typ("object", "array"),
+			"meta": ref("ListMeta"),
+		}), "Placeholder answer (spec 4.0): data is a record, a list of records or an action result."),
+		"RecordResponse":           object([]string{"data"}, schema{"data": ref("Record")}),
+		"RecordCollectionResponse": object([]string{"data", "meta"}, schema{"data": arrayOf(ref("Record")), "meta": ref("ListMeta")}),
+		"Member":                   object([]string{"user_id", "email", "role"}, schema{"user_id": tInt(), "email": tString(), "role": enum("owner", "admin", "member")}),
+		"Workspace": object([]string{"id", "name", "policy_mode", "created_at", "updated_at"}, schema{
+			"id":                   described(schema{"type": "string", "pattern": ulidPattern}, "ULID"),
+			"name":                 tString(),
+			"description":          tStringNull(),
+			"labels":               tObjArrNull(),
+			"policy_mode":          enum("open_access", "allowlist", "crypto_pairing"),
+			"notification_policy":  tObjArrNull(),
+			"budget_policy":        tObjArrNull(),
+			"audit_retention_days": tIntNull(),
+			"created_at":           schema{"type": "string", "format": "date-time"},
+			"updated_at":           schema{"type": "string", "format": "date-time"},
+			"role":                 described(enum("owner", "admin", "member"), "The caller's role."),
+			"members":              arrayOf(ref("Member")),
+		}),
+		"WorkspaceResponse":           object([]string{"data"}, schema{"data": ref("Workspace")}),
+		"WorkspaceCollectionResponse": object([]string{"data", "meta"}, schema{"data": arrayOf(ref("Workspace")), "meta": ref("ListMeta")}),
+		"ApiToken": object([]string{"id", "name", "prefix", "created_at"}, schema{
+			"id": tString(), "name": tString(), "prefix": tString(),
+			"created_at":   schema{"type": "string", "format": "date-time"},
+			"expires_at":   typ("string", "null"),
+			"last_used_at": typ("string", "null"),
+		}),
+		"ApiTokenCollectionResponse": object([]string{"data", "meta"}, schema{"data": arrayOf(ref("ApiToken")), "meta": ref("ListMeta")}),
+		"ApiTokenCreatedResponse": object([]string{"data"}, schema{"data": schema{
+			"allOf": []any{ref("ApiToken"), object([]string{"token"}, schema{"token": described(tString(), "The plaintext; returned only here.")})},
+		}}),
+		"LoginResponse": object([]string{"data"}, schema{"data": object([]string{"token", "token_type", "expires_at", "user"}, schema{
+			"token": tString(), "token_type": enum("bearer"), "expires_at": schema{"type": "string", "format": "date-time"},
+			"user": object([]string{"id", "email"}, schema{"id": tInt(), "email": tString()}),
+		})}),
+		"Install": object([]string{"id", "workspace_id", "name", "created_at"}, schema{
+			"id": tString(), "workspace_id": tString(), "name": tString(),
+			"created_at":   schema{"type": "string", "format": "date-time"},
+			"last_seen_at": typ("string", "null"),
+			"issue_token":  described(tString(), "Only in the answer that created the install."),
+		}),
+		"InstallResponse":           object([]string{"data"}, schema{"data": ref("Install")}),
+		"InstallCollectionResponse": object([]string{"data", "meta"}, schema{"data": arrayOf(ref("Install")), "meta": ref("ListMeta")}),
+		"RelayTokenResponse": object([]string{"data"}, schema{"data": object([]string{"token", "expires_at", "relay_url"}, schema{
+			"token": tString(), "expires_at": schema{"type": "string", "format": "date-time"}, "relay_url": tString(),
+		})}),
+		"Health": object([]string{"status", "version"}, schema{"status": enum("ok"), "version": tString()}),
+		"Discovery": object([]string{"api_url", "app_url", "relay_url", "openapi_url", "login_url", "version"}, schema{
+			"api_url": tString(), "app_url": tString(), "relay_url": tString(), "openapi_url": tString(), "login_url": tString(), "version": tString(),
+		}),
+		"OpenApiDocument": described(tObject(), "This document."),
+		"AuditCollectionResponse": object([]string{"data", "meta"}, schema{"data": arrayOf(object(nil, schema{
+			"seq": tInt(), "id": tString(), "actor": tString(), "action": tString(), "target": tString(), "detail": schema{}, "created_at": tString(),
+		})), "meta": ref("ListMeta")}),
+		"WorkflowRunPreflightResponse": object([]string{"data"}, schema{"data": ref("WorkflowRunPreflight")}),
+		"WorkflowRunPreflight": object([]string{"runnable", "issues"}, schema{
+			"runnable": typ("boolean"),
+			"issues":   arrayOf(object([]string{"code", "message"}, schema{"code": tString(), "message": tString(), "field": tString()})),
+		}),
+		"WorkflowRunPreflightNotRunnableResponse": described(schema{"allOf": []any{ref("ErrorEnvelope"), ref("WorkflowRunPreflightResponse")}},
+			"WorkflowRunPreflightResponse carried inside an ErrorEnvelope: error.details lists the readiness issues too."),
+		"GatewayUsageAdmissionDeniedResponse": described(schema{"allOf": []any{ref("ErrorEnvelope"), object(nil, schema{"data": object(nil, schema{"reason": enum("billing_inactive", "hard_cap_exceeded")})})}},
+			"An ErrorEnvelope with code admission_denied; nothing was written to the ledger."),
+		"PairingCodeResponse": object([]string{"data"}, schema{"data": object([]string{"code", "state", "expires_at"}, schema{
+			"code": tString(), "state": enum("pending", "claimed", "approved"), "expires_at": tString(),
+			"status_token":      described(tString(), "Returned to the claimer (and to a daemon that minted the code)."),
+			"relay_credentials": orNull(ref("RelayCredentials")),
+			"approved":          typ("boolean"),
+			"workspace_id":      tStringNull(),
+		})}),
+		"RelayCredentials": object([]string{"install_id", "workspace_id", "issue_token", "relay_url"}, schema{
+			"install_id": tString(), "workspace_id": tString(), "issue_token": tString(), "relay_url": tString(),
+		}),
+		"RelayValidateResponse": object([]string{"data"}, schema{"data": object([]string{"valid", "workspace_id", "role", "subject"}, schema{
+			"valid": typ("boolean"), "workspace_id": tString(), "role": tString(), "subject": tString(), "runtime_target_id": tString(),
+		})}),
+	}
+	return m
+}
+
+const ulidPattern = "^[0-9A-HJKMNP-TV-Z]{26}$"

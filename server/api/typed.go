@@ -1,0 +1,507 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"math/big"
+	"net/http"
+	"strings"
+	"time"
+
+	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/store"
+)
+
+// typedHandlers are the named operations whose behaviour goes beyond the
+// record engine: state transitions with 404/409, idempotency, admission.
+func (s *Server) typedHandlers() map[string]handlerFunc {
+	return map[string]handlerFunc{
+		"listAgentSessions":                                     s.listAgentSessions,
+		"shareAgentSessionAccess":                               s.shareSessionAccess,
+		"requestAgentSessionAccess":                             s.requestSessionAccess,
+		"decideAgentSessionAccessRequest":                       s.decideSessionAccess,
+		"listAgentSessionEvents":                                s.sessionEvents,
+		"showAgentSessionCollaboration":                         s.sessionEvents,
+		"retrieveAgentSessionMemory":                            s.retrieveMemory,
+		"reconcileBillingCustomer":                              s.reconcileCustomer,
+		"createBillingPortalSession":                            s.portalSession,
+		"createProviderKey":                                     s.createProviderKey,
+		"postApiProviderKeys":                                   s.createProviderKey,
+		"rotateProviderKey":                                     s.rotateProviderKey,
+		"postApiProviderKeysProviderKeyRotate":                  s.rotateProviderKey,
+		"getResourceSupportWorkspacePosture":                    s.posture,
+		"getSupportWorkspacePosture":                            s.posture,
+		"createSupportAccessRequest":                            s.createSupportRequest,
+		"approveSupportAccessRequest":                           s.decideSupport("pending", "approved"),
+		"denySupportAccessRequest":                              s.decideSupport("pending", "denied"),
+		"revokeSupportAccessRequest":                            s.decideSupport("approved", "revoked"),
+		"preflightWorkflowRun":                                  s.preflight,
+		"postApiRuntimeInternalGatewayWorkspacesWorkspaceUsage": s.gatewayUsage,
+	}
+}
+
+// session loads the {agentSession} of the path: 404 when unknown.
+func (c *call) session() (sdk.Record, error) {
+	return c.getRecord("sessions", c.r.PathValue("agentSession"))
+}
+
+func attrs(r sdk.Record, key string) string {
+	v, _ := r.Attributes[key].(string)
+	return v
+}
+
+func (s *Server) listAgentSessions(c *call) (int, any, error) {
+	limit := int(queryInt(c, "limit", 100))
+	status, kind := c.r.URL.Query().Get("status"), c.r.URL.Query().Get("source_kind")
+	out := sdk.RecordCollectionResponse{Data: []sdk.Record{}}
+	var after int64
+	// Filters apply to attributes, so page through until the page is full.
+	for len(out.Data) < limit {
+		recs, err := s.st.Records(c.ctx(), c.ws.ID, "sessions", store.ListOptions{After: after, Limit: 500})
+		if err != nil {
+			return 0, nil, err
+		}
+		for _, r := range recs {
+			sr, err := toSDK(r)
+			if err != nil {
+				return 0, nil, err
+			}
+			if (status == "" || attrs(sr, "status") == status) && (kind == "" || attrs(sr, "source_kind") == kind) && len(out.Data) < limit {
+				out.Data = append(out.Data, sr)
+			}
+		}
+		if len(recs) < 500 {
+			break
+		}
+		after = recs[len(recs)-1].Seq
+	}
+	out.Meta.Count = len(out.Data)
+	return 200, out, nil
+}
+
+func (s *Server) shareSessionAccess(c *call) (int, any, error) {
+	sess, err := c.session()
+	if err != nil {
+		return 0, nil, err
+	}
+	subjectType := c.body["subject_type"].(string)
+	subjectID, _ := numberOf(c.body["subject_id"])
+	// Only users can be resolved today; teams and share groups with
+	// integer ids come later, so they are "unavailable" (spec 3.3: 404).
+	if subjectType != "user" {
+		return 0, nil, errorf(http.StatusNotFound, sdk.CodePrincipalUnavailable, "%s %d is not available to share with", subjectType, subjectID)
+	}
+	if _, err := s.st.Role(c.ctx(), c.ws.ID, subjectID); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, nil, errorf(http.StatusNotFound, sdk.CodePrincipalUnavailable, "user %d is not a member of this workspace", subjectID)
+		}
+		return 0, nil, err
+	}
+	coll := "sessions/" + sess.ID + "/access"
+	key := subjectType + ":" + itoa(subjectID)
+	cur, err := s.st.RecordByKey(c.ctx(), c.ws.ID, coll, key)
+	if errors.Is(err, store.ErrNotFound) {
+		rec, err := c.createRecord(coll, key, c.body)
+		if err != nil {
+			return 0, nil, err
+		}
+		return 201, sdk.RecordResponse{Data: rec}, nil
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	rec, err := c.writeRecord(coll, cur.ID, false)
+	if err != nil {
+		return 0, nil, err
+	}
+	return 200, sdk.RecordResponse{Data: rec}, nil
+}
+
+func (s *Server) requestSessionAccess(c *call) (int, any, error) {
+	sess, err := c.session()
+	if err != nil {
+		return 0, nil, err
+	}
+	a := map[string]any{"requested_role": c.body["requested_role"], "reason": c.body["reason"], "state": "pending", "requester": c.p.Actor()}
+	rec, err := c.createRecord("sessions/"+sess.ID+"/access-requests", "", a)
+	if err != nil {
+		return 0, nil, err
+	}
+	return 201, sdk.RecordResponse{Data: rec}, nil
+}
+
+func (s *Server) decideSessionAccess(c *call) (int, any, error) {
+	sess, err := c.session()
+	if err != nil {
+		return 0, nil, err
+	}
+	coll := "sessions/" + sess.ID + "/access-requests"
+	id := c.r.PathValue("accessRequestId")
+	decision := c.body["decision"].(string)
+	rec, err := s.st.UpdateRecordIf(c.ctx(), c.ws.ID, coll, id, func(r *store.Record) error {
+		var a map[string]any
+		if err := json.Unmarshal(r.Attributes, &a); err != nil {
+			return err
+		}
+		if a["state"] != "pending" {
+			return errorf(http.StatusConflict, sdk.CodeAlreadyDecided, "the access request was already decided (%v)", a["state"])
+		}
+		a["state"] = map[string]string{"approve": "approved", "deny": "denied"}[decision]
+		a["decided_by"], a["decided_at"] = c.p.Actor(), c.now()
+		a["decision_reason"] = c.body["reason"]
+		if role, ok := c.body["role"].(string); ok && decision == "approve" {
+			a["granted_role"] = role
+		} else if decision == "approve" {
+			a["granted_role"] = a["requested_role"]
+		}
+		b, err := json.Marshal(a)
+		r.Attributes, r.UpdatedAt = b, c.now()
+		return err
+	}, c.audit("session.access_request."+decision, coll+"/"+id, c.body))
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, notFound("no access request %q", id)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	out, err := toSDK(rec)
+	return 200, sdk.RecordResponse{Data: out}, err
+}
+
+// sessionEvents serves the event delta feed and the collaboration view:
+// collaboration events in sequence order after after_sequence.
+func (s *Server) sessionEvents(c *call) (int, any, error) {
+	sess, err := c.session()
+	if err != nil {
+		return 0, nil, err
+	}
+	limit := int(queryInt(c, "limit", 100))
+	recs, err := s.st.Records(c.ctx(), c.ws.ID, "sessions/"+sess.ID+"/collaboration-events", store.ListOptions{After: queryInt(c, "after_sequence", 0), Limit: limit})
+	if err != nil {
+		return 0, nil, err
+	}
+	return 200, c.collection(recs, limit), nil
+}
+
+// retrieveMemory searches the workspace's context sources. The working
+// set of a session is the workspace's context sources; asking for one
+// outside it is 422 (spec 4.4).
+func (s *Server) retrieveMemory(c *call) (int, any, error) {
+	if _, err := c.session(); err != nil {
+		return 0, nil, err
+	}
+	sources, err := s.st.Records(c.ctx(), c.ws.ID, "context-sources", store.ListOptions{Limit: 500})
+	if err != nil {
+		return 0, nil, err
+	}
+	byID := map[string]store.Record{}
+	for _, r := range sources {
+		byID[r.ID] = r
+	}
+	want, _ := c.body["context_source_ids"].([]any)
+	var details []sdk.ErrorDetail
+	picked := sources
+	if len(want) > 0 {
+		picked = nil
+		for i, w := range want {
+			r, ok := byID[w.(string)]
+			if !ok {
+				details = append(details, sdk.ErrorDetail{Field: "/context_source_ids/" + itoa(int64(i)), Message: "is outside the session working set"})
+				continue
+			}
+			picked = append(picked, r)
+		}
+	}
+	if len(details) > 0 {
+		return 0, nil, &apiError{Status: 422, Code: sdk.CodeOutsideWorkingSet, Message: "a requested source is outside the session working set", Details: details}
+	}
+	q := strings.ToLower(c.body["query"].(string))
+	limit := int(queryIntValue(c.body["limit"], 10))
+	hits := []sdk.Record{}
+	for _, r := range picked {
+		if len(hits) >= limit {
+			break
+		}
+		if strings.Contains(strings.ToLower(string(r.Attributes)), q) {
+			sr, err := toSDK(r)
+			if err != nil {
+				return 0, nil, err
+			}
+			hits = append(hits, sr)
+		}
+	}
+	return 200, map[string]any{"data": map[string]any{"query": c.body["query"], "results": hits}, "meta": sdk.ListMeta{Count: len(hits)}}, nil
+}
+
+func queryIntValue(v any, def int64) int64 {
+	if n, ok := numberOf(v); ok && n > 0 {
+		return n
+	}
+	return def
+}
+
+const billingCustomer = "billing/customer"
+
+func (s *Server) reconcileCustomer(c *call) (int, any, error) {
+	c.body = map[string]any{"reconciled_at": c.now(), "reconciled_by": c.p.Actor(), "status": "reconciled"}
+	rec, err := c.upsertSingleton(billingCustomer, true)
+	if err != nil {
+		return 0, nil, err
+	}
+	return 200, sdk.RecordResponse{Data: rec}, nil
+}
+
+func (s *Server) portalSession(c *call) (int, any, error) {
+	if _, err := s.st.RecordByKey(c.ctx(), c.ws.ID, billingCustomer, singletonKey); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, nil, errorf(http.StatusNotFound, sdk.CodeBillingNoCustomer, "no billing customer has been reconciled for this workspace yet")
+		}
+		return 0, nil, err
+	}
+	input := map[string]any{"return_url": c.body["return_url"]}
+	rec, err := c.recordAction("billing/portal-session", "portal-session", input)
+	if err != nil {
+		return 0, nil, err
+	}
+	rec.Attributes["redirect_url"] = s.opts.AppURL + "/billing/portal?session=" + rec.ID
+	return 200, sdk.RecordResponse{Data: rec}, nil
+}
+
+// createProviderKey never stores nor echoes the secret itself (key
+// material storage comes with the gateway); it keeps a fingerprint.
+func (s *Server) createProviderKey(c *call) (int, any, error) {
+	a := map[string]any{}
+	for k, v := range c.body {
+		a[k] = v
+	}
+	if sec, ok := a["secret"].(string); ok {
+		delete(a, "secret")
+		sum := sha256.Sum256([]byte(sec))
+		a["has_secret"], a["secret_fingerprint"] = true, hex.EncodeToString(sum[:4])
+	}
+	a["version"] = 1
+	rec, err := c.createRecord("provider-keys", "", a)
+	if err != nil {
+		return 0, nil, err
+	}
+	return 201, sdk.RecordResponse{Data: rec}, nil
+}
+
+func (s *Server) rotateProviderKey(c *call) (int, any, error) {
+	id := c.r.PathValue("providerKey")
+	rec, err := s.st.UpdateRecordIf(c.ctx(), c.ws.ID, "provider-keys", id, func(r *store.Record) error {
+		var a map[string]any
+		if err := json.Unmarshal(r.Attributes, &a); err != nil {
+			return err
+		}
+		v, _ := numberOf(a["version"])
+		a["version"], a["rotated_at"] = v+1, c.now()
+		b, err := json.Marshal(a)
+		r.Attributes, r.UpdatedAt = b, c.now()
+		return err
+	}, c.audit("provider_key.rotate", "provider-keys/"+id, nil))
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, notFound("no provider key %q", id)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	out, err := toSDK(rec)
+	return 200, sdk.RecordResponse{Data: out}, err
+}
+
+// posture is the redacted workspace posture: counts and modes, no ids of
+// people, no secrets.
+func (s *Server) posture(c *call) (int, any, error) {
+	members, err := s.st.Members(c.ctx(), c.ws.ID)
+	if err != nil {
+		return 0, nil, err
+	}
+	installs, err := s.st.Installs(c.ctx(), c.ws.ID)
+	if err != nil {
+		return 0, nil, err
+	}
+	reqs, err := s.st.Records(c.ctx(), c.ws.ID, "support/access-requests", store.ListOptions{Limit: 500})
+	if err != nil {
+		return 0, nil, err
+	}
+	approved := 0
+	for _, r := range reqs {
+		if strings.Contains(string(r.Attributes), `"state":"approved"`) {
+			approved++
+		}
+	}
+	_, billing := s.st.RecordByKey(c.ctx(), c.ws.ID, billingCustomer, singletonKey)
+	return 200, map[string]any{"data": map[string]any{
+		"workspace_id": c.ws.ID, "policy_mode": c.ws.PolicyMode, "member_count": len(members), "install_count": len(installs),
+		"approved_support_access": approved, "billing_customer_reconciled": billing == nil, "audit_retention_days": c.ws.AuditRetentionDays,
+	}}, nil
+}
+
+func (s *Server) createSupportRequest(c *call) (int, any, error) {
+	a := map[string]any{"reason": c.body["reason"], "requested_scopes": c.body["requested_scopes"], "expires_in_minutes": c.body["expires_in_minutes"], "state": "pending", "requester": c.p.Actor()}
+	rec, err := c.createRecord("support/access-requests", "", a)
+	if err != nil {
+		return 0, nil, err
+	}
+	return 201, sdk.RecordResponse{Data: rec}, nil
+}
+
+// decideSupport moves a support access request from one state to the
+// next (spec 3.4); any other current state is 409.
+func (s *Server) decideSupport(from, to string) handlerFunc {
+	return func(c *call) (int, any, error) {
+		id := c.r.PathValue("supportAccessRequest")
+		rec, err := s.st.UpdateRecordIf(c.ctx(), c.ws.ID, "support/access-requests", id, func(r *store.Record) error {
+			var a map[string]any
+			if err := json.Unmarshal(r.Attributes, &a); err != nil {
+				return err
+			}
+			if a["state"] != from {
+				return errorf(http.StatusConflict, sdk.CodeConflict, "the support access request is %v; only a %s request can become %s", a["state"], from, to)
+			}
+			a["state"], a["decided_by"], a["decided_at"], a["decision_reason"] = to, c.p.Actor(), c.now(), c.body["decision_reason"]
+			if to == "approved" {
+				mins := queryIntValue(c.body["expires_in_minutes"], queryIntValue(a["expires_in_minutes"], 60))
+				a["expires_at"] = c.now().Add(time.Duration(mins) * time.Minute)
+			}
+			b, err := json.Marshal(a)
+			r.Attributes, r.UpdatedAt = b, c.now()
+			return err
+		}, c.audit("support_access."+to, "support/access-requests/"+id, c.body))
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, nil, notFound("no support access request %q", id)
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		out, err := toSDK(rec)
+		return 200, sdk.RecordResponse{Data: out}, err
+	}
+}
+
+// preflight checks a first-run request without creating a run: it needs a
+// workflow (an id or a YAML snapshot), and a referenced managed executor
+// must exist in the workspace.
+func (s *Server) preflight(c *call) (int, any, error) {
+	type issue struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Field   string `json:"field,omitempty"`
+	}
+	issues := []issue{}
+	has := func(k string) bool { v, ok := c.body[k]; return ok && v != nil && v != "" }
+	if !has("workflow_definition_id") && !has("workflow_version_id") && !has("yaml_snapshot") {
+		issues = append(issues, issue{Code: "workflow_missing", Message: "name a workflow_definition_id, a workflow_version_id or give a yaml_snapshot", Field: "/workflow_definition_id"})
+	}
+	if has("managed_executor_id") {
+		id := toString(c.body["managed_executor_id"])
+		if _, err := s.st.Record(c.ctx(), c.ws.ID, "managed-executors", id); errors.Is(err, store.ErrNotFound) {
+			issues = append(issues, issue{Code: "managed_executor_unknown", Message: "no managed executor " + id, Field: "/managed_executor_id"})
+		} else if err != nil {
+			return 0, nil, err
+		}
+	}
+	result := map[string]any{"runnable": len(issues) == 0, "issues": issues}
+	if len(issues) > 0 {
+		e := invalid()
+		e.Message = "the run is not runnable"
+		for _, i := range issues {
+			e.Details = append(e.Details, sdk.ErrorDetail{Field: i.Field, Message: i.Message})
+		}
+		e.Extra = map[string]any{"data": result}
+		return 0, nil, e
+	}
+	return 200, map[string]any{"data": result}, nil
+}
+
+func toString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case json.Number:
+		return x.String()
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// gatewayUsage finalizes a usage ledger entry: a repeated idempotency_key
+// replays the stored entry (200); admission is denied (402) when the
+// workspace budget policy says billing is inactive or the hard cap would be
+// exceeded, before anything is written.
+func (s *Server) gatewayUsage(c *call) (int, any, error) {
+	const coll = "gateway/usage"
+	key := c.body["idempotency_key"].(string)
+	if cur, err := s.st.RecordByKey(c.ctx(), c.ws.ID, coll, key); err == nil {
+		out, err := toSDK(cur)
+		return 200, sdk.RecordResponse{Data: out}, err
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return 0, nil, err
+	}
+	var policy struct {
+		BillingActive *bool  `json:"billing_active"`
+		HardCapUSD    string `json:"hard_cap_usd"`
+	}
+	if len(c.ws.BudgetPolicy) > 0 {
+		_ = json.Unmarshal(c.ws.BudgetPolicy, &policy) // arrays and other shapes carry no cap
+	}
+	deny := func(reason, msg string) (int, any, error) {
+		e := errorf(http.StatusPaymentRequired, sdk.CodeAdmissionDenied, "%s", msg)
+		e.Extra = map[string]any{"data": map[string]any{"reason": reason}}
+		return 0, nil, e
+	}
+	if policy.BillingActive != nil && !*policy.BillingActive {
+		return deny("billing_inactive", "workspace billing is inactive")
+	}
+	cost, _ := new(big.Rat).SetString(c.body["cost_usd"].(string))
+	if capUSD, ok := new(big.Rat).SetString(policy.HardCapUSD); ok && policy.HardCapUSD != "" {
+		total := new(big.Rat).Set(cost)
+		var after int64
+		for {
+			recs, err := s.st.Records(c.ctx(), c.ws.ID, coll, store.ListOptions{After: after, Limit: 500})
+			if err != nil {
+				return 0, nil, err
+			}
+			for _, r := range recs {
+				var a struct {
+					Cost string `json:"cost_usd"`
+				}
+				if json.Unmarshal(r.Attributes, &a) == nil {
+					if v, ok := new(big.Rat).SetString(a.Cost); ok {
+						total.Add(total, v)
+					}
+				}
+			}
+			if len(recs) < 500 {
+				break
+			}
+			after = recs[len(recs)-1].Seq
+		}
+		if total.Cmp(capUSD) > 0 {
+			return deny("hard_cap_exceeded", "the workspace hard cap would be exceeded")
+		}
+	}
+	a := map[string]any{}
+	for k, v := range c.body {
+		a[k] = v
+	}
+	a["finalized_at"], a["install_id"] = c.now(), c.p.InstallID
+	rec, err := c.createRecord(coll, key, a)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Status == http.StatusConflict {
+		// A concurrent request with the same key won; replay it.
+		cur, err := s.st.RecordByKey(c.ctx(), c.ws.ID, coll, key)
+		if err != nil {
+			return 0, nil, err
+		}
+		out, err := toSDK(cur)
+		return 200, sdk.RecordResponse{Data: out}, err
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return 201, sdk.RecordResponse{Data: rec}, nil
+}

@@ -1,0 +1,298 @@
+// Package host assembles the control plane — store, auth and API — into a
+// runnable HTTP server. The command line starts the server through this
+// package so that it never depends on the API internals.
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"reeve.dev/reeve/internal/version"
+	"reeve.dev/reeve/server/api"
+	"reeve.dev/reeve/server/auth"
+	"reeve.dev/reeve/server/store"
+)
+
+// DefaultListen is the listen address of `reeve server`.
+const DefaultListen = "127.0.0.1:8080"
+
+// DefaultOwnerEmail is the first owner created on an empty store.
+const DefaultOwnerEmail = "owner@localhost"
+
+// Options configure a Host. Zero values select the embedded default: a
+// SQLite file in DataDir, the API, relay and app on one origin.
+type Options struct {
+	Listen string
+	// DataDir holds the SQLite file; default DefaultDataDir().
+	DataDir string
+	// DatabaseURL overrides the store; default sqlite in DataDir.
+	DatabaseURL string
+	// PublicURL is the origin clients use; default http://<listen addr>.
+	PublicURL string
+	AppURL    string
+	RelayURL  string
+	// OwnerEmail names the first owner; default DefaultOwnerEmail.
+	OwnerEmail string
+	// Out receives the first-start login link (stdout: it is data).
+	Out    io.Writer
+	Logger *slog.Logger
+	// MaxBodyBytes overrides api.DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// CacheTTL is passed to the API (credential cache).
+	CacheTTL time.Duration
+}
+
+// Host is a listening control-plane server.
+type Host struct {
+	opts   Options
+	st     store.Store
+	ln     net.Listener
+	srv    *http.Server
+	api    *api.Server
+	links  *auth.LinkProvider
+	origin string
+}
+
+// DefaultDataDir is the per-user data directory of the server.
+func DefaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "reeve", "server")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "reeve", "server")
+	}
+	return filepath.Join(os.TempDir(), "reeve-server")
+}
+
+// DatabaseURL is the store URL the options select.
+func (o Options) databaseURL() (string, error) {
+	if o.DatabaseURL != "" {
+		return o.DatabaseURL, nil
+	}
+	dir := o.DataDir
+	if dir == "" {
+		dir = DefaultDataDir()
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create data dir: %w", err)
+	}
+	return "sqlite:" + filepath.Join(dir, "reeve-server.db"), nil
+}
+
+// OpenStore opens the store the options select.
+func OpenStore(ctx context.Context, o Options) (store.Store, error) {
+	u, err := o.databaseURL()
+	if err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, u)
+}
+
+// New opens the store and the listener; Run serves.
+func New(ctx context.Context, opts Options) (*Host, error) {
+	if opts.Listen == "" {
+		opts.Listen = DefaultListen
+	}
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	st, err := OpenStore(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("listen on %s: %w", opts.Listen, err)
+	}
+	h := &Host{opts: opts, st: st, ln: ln}
+	if err := h.assemble(ctx); err != nil {
+		ln.Close()
+		st.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *Host) assemble(ctx context.Context) error {
+	o := h.opts
+	h.origin = strings.TrimRight(o.PublicURL, "/")
+	if h.origin == "" {
+		h.origin = "http://" + h.ln.Addr().String()
+	}
+	key, err := h.st.Secret(ctx, "relay-jwt-hs256", func() ([]byte, error) {
+		b := make([]byte, 32)
+		_, err := rand.Read(b)
+		return b, err
+	})
+	if err != nil {
+		return err
+	}
+	signer := &auth.RelaySigner{Key: key, Issuer: h.origin}
+	h.links = &auth.LinkProvider{Store: h.st, BaseURL: h.origin}
+	a, err := api.New(api.Options{
+		Store: h.st, BaseURL: h.origin, AppURL: o.AppURL, RelayURL: o.RelayURL,
+		Signer: signer, Login: h.links, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL,
+		Logger: o.Logger, Version: version.Version,
+	})
+	if err != nil {
+		return err
+	}
+	h.api = a
+	h.srv = &http.Server{
+		Handler:           a,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+	}
+	return nil
+}
+
+// Addr is the bound address (useful with port 0).
+func (h *Host) Addr() string { return h.ln.Addr().String() }
+
+// URL is the public origin.
+func (h *Host) URL() string { return h.origin }
+
+// Store exposes the store to tests and operator commands.
+func (h *Host) Store() store.Store { return h.st }
+
+// Bootstrap creates the first owner and workspace on an empty store and
+// returns a one-time login link for them; on a store with users it returns
+// "".
+func (h *Host) Bootstrap(ctx context.Context) (string, error) {
+	n, err := h.st.CountUsers(ctx)
+	if err != nil {
+		return "", err
+	}
+	if n > 0 {
+		return "", nil
+	}
+	email := h.opts.OwnerEmail
+	if email == "" {
+		email = DefaultOwnerEmail
+	}
+	u, _, err := EnsureOwner(ctx, h.st, email)
+	if err != nil {
+		return "", err
+	}
+	return h.links.Issue(ctx, u.ID)
+}
+
+// EnsureOwner creates the user if needed and, when they belong to no
+// workspace, a workspace they own. It reports whether a workspace was made.
+func EnsureOwner(ctx context.Context, st store.Store, email string) (store.User, bool, error) {
+	u, _, err := st.EnsureUser(ctx, email)
+	if err != nil {
+		return store.User{}, false, err
+	}
+	ms, err := st.Memberships(ctx, u.ID)
+	if err != nil {
+		return store.User{}, false, err
+	}
+	if len(ms) > 0 {
+		return u, false, nil
+	}
+	if _, err := api.CreateWorkspace(ctx, st, u.ID, "Default workspace", nil, time.Now()); err != nil {
+		return store.User{}, false, err
+	}
+	return u, true, nil
+}
+
+// Run bootstraps, prints the first-start login link, and serves until ctx
+// ends, then shuts down gracefully.
+func (h *Host) Run(ctx context.Context) error {
+	link, err := h.Bootstrap(ctx)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	if link != "" {
+		fmt.Fprintf(h.opts.Out, "first start: created owner %s; one-time login link (valid 24h):\n%s\n", h.ownerEmail(), link)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- h.srv.Serve(h.ln) }()
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+func (h *Host) ownerEmail() string {
+	if h.opts.OwnerEmail != "" {
+		return h.opts.OwnerEmail
+	}
+	return DefaultOwnerEmail
+}
+
+// Close releases the listener and the store.
+func (h *Host) Close() error {
+	h.ln.Close()
+	return h.st.Close()
+}
+
+// TokenOptions select the store and user of CreateToken.
+type TokenOptions struct {
+	DataDir     string
+	DatabaseURL string
+	Email       string
+	Name        string
+}
+
+// TokenResult is what CreateToken made.
+type TokenResult struct {
+	Token            string
+	TokenID          string
+	UserID           int64
+	CreatedWorkspace bool
+}
+
+// CreateToken is the operator path: it creates the user if needed (owner of
+// a new workspace when they have none) and a personal API token, whose
+// plaintext only the caller sees.
+func CreateToken(ctx context.Context, o TokenOptions) (TokenResult, error) {
+	if !strings.Contains(o.Email, "@") {
+		return TokenResult{}, fmt.Errorf("create token: %q is not an email address", o.Email)
+	}
+	st, err := OpenStore(ctx, Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL})
+	if err != nil {
+		return TokenResult{}, err
+	}
+	defer st.Close()
+	u, made, err := EnsureOwner(ctx, st, o.Email)
+	if err != nil {
+		return TokenResult{}, err
+	}
+	name := o.Name
+	if name == "" {
+		name = "operator"
+	}
+	plain, t, err := api.MintUserToken(ctx, st, u.ID, store.TokenPersonal, name, 0, time.Now())
+	if err != nil {
+		return TokenResult{}, err
+	}
+	return TokenResult{Token: plain, TokenID: t.ID, UserID: u.ID, CreatedWorkspace: made}, nil
+}

@@ -1,0 +1,209 @@
+// Package store persists the control plane: users, workspaces and members,
+// tokens, installs, the generic record engine and the audit log. Handlers
+// see only the Store interface, so a PostgreSQL implementation can be added
+// beside the embedded SQLite one without touching them.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Errors every implementation returns, so callers can map them to statuses.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("conflict")
+)
+
+// User is a human principal.
+type User struct {
+	ID        int64
+	Email     string
+	CreatedAt time.Time
+}
+
+// Workspace is a tenant. Policy fields hold raw JSON (nil when unset).
+type Workspace struct {
+	ID                 string
+	Name               string
+	Description        *string
+	Labels             json.RawMessage
+	PolicyMode         string
+	NotificationPolicy json.RawMessage
+	BudgetPolicy       json.RawMessage
+	AuditRetentionDays *int64
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+}
+
+// Membership is a workspace seen from one user.
+type Membership struct {
+	Workspace Workspace
+	Role      string
+}
+
+// Member is one user of a workspace.
+type Member struct {
+	UserID int64
+	Email  string
+	Role   string
+}
+
+// Token kinds.
+const (
+	TokenSession  = "session"
+	TokenPersonal = "personal"
+)
+
+// Token is a user bearer credential; Hash is the SHA-256 of the plaintext.
+type Token struct {
+	ID         string
+	Kind       string
+	UserID     int64
+	Name       string
+	Hash       string
+	Prefix     string
+	CreatedAt  time.Time
+	ExpiresAt  *time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+}
+
+// LoginLink is a one-time login code, stored hashed.
+type LoginLink struct {
+	Hash      string
+	UserID    int64
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// Install is a paired machine with its hashed issue token.
+type Install struct {
+	ID          string
+	WorkspaceID string
+	Name        string
+	TokenHash   string
+	CreatedBy   string
+	CreatedAt   time.Time
+	LastSeenAt  *time.Time
+	RevokedAt   *time.Time
+}
+
+// Record is an item of the generic record engine.
+type Record struct {
+	Seq         int64
+	ID          string
+	WorkspaceID string
+	Collection  string
+	NaturalKey  string // empty: none
+	Attributes  json.RawMessage
+	CreatedBy   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// AuditEntry is one line of a workspace's audit log.
+type AuditEntry struct {
+	Seq         int64
+	ID          string
+	WorkspaceID string
+	Actor       string
+	Action      string
+	Target      string
+	Detail      json.RawMessage
+	CreatedAt   time.Time
+}
+
+// ListOptions pages through a collection in sequence order.
+type ListOptions struct {
+	After int64 // only records with a greater sequence
+	Limit int   // 0: the implementation's default
+}
+
+// Store is everything the API needs from persistence. Every mutation of a
+// workspace's records appends its audit entry in the same transaction.
+type Store interface {
+	// Users and login.
+	EnsureUser(ctx context.Context, email string) (User, bool, error)
+	User(ctx context.Context, id int64) (User, error)
+	UserByEmail(ctx context.Context, email string) (User, error)
+	CountUsers(ctx context.Context) (int, error)
+	CreateLoginLink(ctx context.Context, l LoginLink) error
+	// ConsumeLoginLink marks a link used and returns its user; ErrNotFound
+	// when unknown, used or expired.
+	ConsumeLoginLink(ctx context.Context, hash string, now time.Time) (int64, error)
+
+	// Workspaces and members.
+	CreateWorkspace(ctx context.Context, ws Workspace, owner int64) error
+	Workspace(ctx context.Context, id string) (Workspace, error)
+	UpdateWorkspace(ctx context.Context, ws Workspace, audit AuditEntry) error
+	DeleteWorkspace(ctx context.Context, id string, now time.Time) error
+	Memberships(ctx context.Context, userID int64) ([]Membership, error)
+	Role(ctx context.Context, workspaceID string, userID int64) (string, error)
+	Members(ctx context.Context, workspaceID string) ([]Member, error)
+	SetRole(ctx context.Context, workspaceID string, userID int64, role string, audit AuditEntry) error
+	RemoveMember(ctx context.Context, workspaceID string, userID int64, audit AuditEntry) error
+	AddMember(ctx context.Context, workspaceID string, userID int64, role string, now time.Time) error
+
+	// User tokens.
+	CreateToken(ctx context.Context, t Token) error
+	TokenByHash(ctx context.Context, hash string) (Token, error)
+	Tokens(ctx context.Context, userID int64, kind string) ([]Token, error)
+	RevokeToken(ctx context.Context, userID int64, id string, now time.Time) error
+	TouchToken(ctx context.Context, id string, now time.Time) error
+
+	// Installs.
+	CreateInstall(ctx context.Context, in Install, audit AuditEntry) error
+	InstallByTokenHash(ctx context.Context, hash string) (Install, error)
+	Install(ctx context.Context, workspaceID, id string) (Install, error)
+	Installs(ctx context.Context, workspaceID string) ([]Install, error)
+	RevokeInstall(ctx context.Context, workspaceID, id string, now time.Time, audit AuditEntry) error
+	TouchInstall(ctx context.Context, id string, now time.Time) error
+	// SetInstallToken replaces an install's issue-token hash (rotation).
+	SetInstallToken(ctx context.Context, workspaceID, id, hash string) error
+
+	// Record engine. CreateRecord returns ErrConflict when the natural key
+	// is taken.
+	CreateRecord(ctx context.Context, r *Record, audit AuditEntry) error
+	Record(ctx context.Context, workspaceID, collection, id string) (Record, error)
+	RecordByKey(ctx context.Context, workspaceID, collection, key string) (Record, error)
+	Records(ctx context.Context, workspaceID, collection string, opts ListOptions) ([]Record, error)
+	UpdateRecord(ctx context.Context, r *Record, audit AuditEntry) error
+	DeleteRecord(ctx context.Context, workspaceID, collection, id string, audit AuditEntry) error
+	// UpdateRecordIf applies fn to the current record inside one write
+	// transaction, so check-then-set transitions (decided once) are atomic.
+	UpdateRecordIf(ctx context.Context, workspaceID, collection, id string, fn func(*Record) error, audit AuditEntry) (Record, error)
+
+	// Audit log.
+	AppendAudit(ctx context.Context, e AuditEntry) error
+	Audit(ctx context.Context, workspaceID string, opts ListOptions) ([]AuditEntry, error)
+
+	// Secret returns the named secret, creating it with gen on first use.
+	Secret(ctx context.Context, name string, gen func() ([]byte, error)) ([]byte, error)
+
+	Close() error
+}
+
+// Open opens the store named by url: "sqlite:PATH", "sqlite://PATH",
+// "file:PATH" or a bare path. PostgreSQL URLs are recognised and refused
+// until that implementation lands.
+func Open(ctx context.Context, url string) (Store, error) {
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return nil, fmt.Errorf("open store: postgresql is not supported yet; use a sqlite path")
+	case strings.HasPrefix(url, "sqlite://"):
+		return OpenSQLite(ctx, strings.TrimPrefix(url, "sqlite://"))
+	case strings.HasPrefix(url, "sqlite:"):
+		return OpenSQLite(ctx, strings.TrimPrefix(url, "sqlite:"))
+	case strings.HasPrefix(url, "file:"):
+		return OpenSQLite(ctx, strings.TrimPrefix(url, "file:"))
+	case strings.Contains(url, "://"):
+		return nil, fmt.Errorf("open store: unsupported database url scheme in %q", url)
+	default:
+		return OpenSQLite(ctx, url)
+	}
+}
