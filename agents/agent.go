@@ -1,0 +1,91 @@
+// Package agents defines how reeve drives a coding agent: an Adapter turns
+// one turn of a session (a prompt, a model, a directory) into a process and a
+// stream of typed events, and says how the next turn resumes it.
+package agents
+
+import (
+	"context"
+	"errors"
+)
+
+// Event is one typed event of a turn. Kind is a session-update kind from
+// daemon/wire (wire.KindAgentMessage, ...); Data is the matching payload
+// type from daemon/wire (wire.AgentMessage, ...).
+type Event struct {
+	Kind string
+	Data any
+}
+
+// Emit receives a turn's events in order, from one goroutine at a time. It
+// may block (the session persists each event before it returns), which
+// paces the reading of the agent's output.
+type Emit func(Event)
+
+// Turn is one prompt given to an agent.
+type Turn struct {
+	SessionID string // reeve's session id
+	Prompt    string
+	Model     string   // "" lets the agent choose
+	Dir       string   // the directory the agent works in
+	StateDir  string   // a private (0700) directory of this session for settings files and evidence
+	Env       []string // the agent process's environment
+	// Resume is the agent's own token from the previous turn's TurnResult;
+	// empty on the first turn.
+	Resume string
+	// Mode is the permission mode. Until the hook bridge exists structured
+	// agents run with their own permission bypass and the manifest records
+	// that the session ran unguarded.
+	Mode string
+}
+
+// Process is a running turn.
+type Process interface {
+	// Wait blocks until the process has ended and every event it produced
+	// has been emitted.
+	Wait() TurnResult
+	// Kill ends the process and its children. Wait still returns after it.
+	Kill() error
+	// Input writes to the agent's terminal, for PTY agents; structured
+	// agents return ErrNoInput.
+	Input(p []byte) error
+}
+
+// TurnResult is how a turn ended.
+type TurnResult struct {
+	ExitCode int
+	// Err is set when the process could not run properly (crashed at
+	// start, ended by a signal, reported a failed turn).
+	Err error
+	// Resume is the token that continues this session in the next turn; ""
+	// when the agent cannot resume.
+	Resume string
+	// AgentSessionID is the agent's own id for the session (Claude Code's
+	// session_id, Codex's thread_id), for the manifest and discovery.
+	AgentSessionID string
+}
+
+// Info describes an adapter on this machine.
+type Info struct {
+	ID         string `json:"id"`
+	Installed  bool   `json:"installed"`
+	Path       string `json:"path,omitempty"`
+	Version    string `json:"version,omitempty"`
+	Provider   string `json:"provider,omitempty"` // who serves its model, e.g. "anthropic", "openai"; "" for terminal programs
+	Structured bool   `json:"structured"`         // yields tool calls, results and usage, not just terminal output
+	Resumable  bool   `json:"resumable"`          // a further prompt can continue an ended session
+	Problem    string `json:"problem,omitempty"`  // why it is not usable, when it is not
+}
+
+// Adapter drives one kind of agent.
+type Adapter interface {
+	ID() string
+	// Describe finds the agent's executable and version. It must be cheap
+	// enough to call when listing agents.
+	Describe(ctx context.Context) Info
+	// StartTurn starts the agent for one turn. Events go to emit until the
+	// Process's Wait returns.
+	StartTurn(ctx context.Context, t Turn, emit Emit) (Process, error)
+}
+
+// ErrNoInput is returned by Process.Input for agents without a terminal.
+var ErrNoInput = errors.New("this agent takes no terminal input")

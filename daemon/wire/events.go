@@ -1,0 +1,71 @@
+package wire
+
+import "encoding/json"
+
+// Kinds of session-update events. The data of each kind is the payload type
+// named beside it; all fields are stable and additive.
+const (
+	KindUserPrompt     = "user-prompt"     // UserPrompt
+	KindAgentMessage   = "agent-message"   // AgentMessage
+	KindToolCall       = "tool-call"       // ToolCall
+	KindToolResult     = "tool-result"     // ToolResult
+	KindTerminalOutput = "terminal-output" // TerminalOutput
+	KindUsage          = "usage"           // Usage
+	KindStatus         = "status"          // Status
+	KindError          = "error"           // Error
+	KindCheckpoint     = "checkpoint"      // reserved for worktree checkpoints
+)
+
+// UserPrompt is a prompt given to the agent.
+type UserPrompt struct {
+	Text string `json:"text"`
+}
+
+// AgentMessage is text the agent addressed to the user.
+type AgentMessage struct {
+	Text string `json:"text"`
+}
+
+// ToolCall is the agent asking to use a tool.
+type ToolCall struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+// ToolResult is what a tool call produced.
+type ToolResult struct {
+	ID       string `json:"id"`
+	Output   string `json:"output"`
+	IsError  bool   `json:"is_error"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+}
+
+// TerminalOutput is raw terminal bytes from an agent's PTY. Text holds them
+// when they are valid UTF-8 (chunks never split a character); otherwise
+// Base64 holds them exactly.
+type TerminalOutput struct {
+	Text   string `json:"text,omitempty"`
+	Base64 string `json:"base64,omitempty"`
+}
+
+// Usage is token use (and cost, where the agent reports one) of one turn.
+type Usage struct {
+	Model            string   `json:"model,omitempty"`
+	InputTokens      int64    `json:"input_tokens"`
+	OutputTokens     int64    `json:"output_tokens"`
+	CacheReadTokens  int64    `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64    `json:"cache_write_tokens,omitempty"`
+	CostUSD          *float64 `json:"cost_usd,omitempty"`
+}
+
+// Status is a change of the session's status.
+type Status struct {
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Error is a problem the agent or the daemon reported during the session.
+type Error struct {
+	Message string `json:"message"`
+}
