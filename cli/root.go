@@ -102,6 +102,7 @@ func NewRootCmd(env *Env) *cobra.Command {
 		newWorkerCmd(env, env.Programs),
 		newConfigCmd(env),
 		newValidateCmd(env),
+		newServerCmd(env),
 	)
 	return root
 }

@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"reeve.dev/reeve/server/host"
+)
+
+type serverOptions struct {
+	env         *Env
+	listen      string
+	dataDir     string
+	databaseURL string
+	publicURL   string
+	appURL      string
+	relayURL    string
+	ownerEmail  string
+	// ready, when set, receives the bound origin once listening (tests).
+	ready func(url string)
+}
+
+func newServerCmd(env *Env) *cobra.Command {
+	opts := &serverOptions{env: env}
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the hosted control plane (REST API on one port, SQLite by default)",
+		Long: "reeve server runs the control plane: the REST API under /api, with a SQLite file in its data directory by default.\n" +
+			"On first start it creates an owner and prints a one-time login link on stdout.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServer(cmd.Context(), opts) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.listen, "listen", host.DefaultListen, "address to listen on (host:port)")
+	f.StringVar(&opts.dataDir, "data-dir", "", "data directory (default "+host.DefaultDataDir()+")")
+	f.StringVar(&opts.databaseURL, "database-url", "", "database URL (default: sqlite file in the data directory; sqlite:PATH)")
+	f.StringVar(&opts.publicURL, "public-url", "", "public origin of the API (default http://<listen address>)")
+	f.StringVar(&opts.appURL, "app-url", "", "browser app URL advertised to clients (default: the server's origin)")
+	f.StringVar(&opts.relayURL, "relay-url", "", "relay URL advertised to clients (default: the server's origin)")
+	f.StringVar(&opts.ownerEmail, "owner-email", host.DefaultOwnerEmail, "email of the owner created on first start")
+	cmd.AddCommand(newGroupCmd("token", "Manage API tokens as an operator", newServerTokenCreateCmd(env)))
+	return cmd
+}
+
+func runServer(ctx context.Context, opts *serverOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if _, _, err := net.SplitHostPort(opts.listen); err != nil {
+		return exitf(ExitUsage, "--listen %q: want host:port", opts.listen)
+	}
+	logger := slog.New(slog.NewTextHandler(opts.env.Err, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	h, err := host.New(ctx, host.Options{
+		Listen: opts.listen, DataDir: opts.dataDir, DatabaseURL: opts.databaseURL,
+		PublicURL: opts.publicURL, AppURL: opts.appURL, RelayURL: opts.relayURL,
+		OwnerEmail: opts.ownerEmail, Out: opts.env.Out, Logger: logger,
+	})
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return withExit(ExitConflict, err)
+		}
+		if strings.Contains(err.Error(), "not supported") || strings.Contains(err.Error(), "unsupported") {
+			return withExit(ExitUsage, err)
+		}
+		return err
+	}
+	defer h.Close()
+	fmt.Fprintf(opts.env.Err, "reeve server listening on %s (API %s/api)\n", h.Addr(), h.URL())
+	if opts.ready != nil {
+		opts.ready(h.URL())
+	}
+	return h.Run(ctx)
+}
+
+type serverTokenOptions struct {
+	env         *Env
+	dataDir     string
+	databaseURL string
+	user        string
+	name        string
+	json        bool
+}
+
+func newServerTokenCreateCmd(e *Env) *cobra.Command {
+	opts := &serverTokenOptions{env: e}
+	cmd := &cobra.Command{
+		Use:   "create --user EMAIL",
+		Short: "Create a personal API token for a user (creating the user and a workspace if needed)",
+		Long: "Creates the user if needed (as owner of a new workspace when they belong to none) and prints a personal API token on stdout.\n" +
+			"For automation and recovery; works on the data directory directly, with or without a running server.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServerTokenCreate(cmd.Context(), opts) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.dataDir, "data-dir", "", "data directory (default "+host.DefaultDataDir()+")")
+	f.StringVar(&opts.databaseURL, "database-url", "", "database URL (overrides --data-dir)")
+	f.StringVar(&opts.user, "user", "", "email of the user (required)")
+	f.StringVar(&opts.name, "name", "operator", "name of the token")
+	f.BoolVar(&opts.json, "json", false, "print as JSON")
+	return cmd
+}
+
+// serverTokenInfo is the --json shape of `reeve server token create`.
+type serverTokenInfo struct {
+	Token            string `json:"token"`
+	TokenID          string `json:"token_id"`
+	UserID           int64  `json:"user_id"`
+	CreatedWorkspace bool   `json:"created_workspace"`
+}
+
+func runServerTokenCreate(ctx context.Context, opts *serverTokenOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if opts.user == "" {
+		return exitf(ExitUsage, "--user EMAIL is required")
+	}
+	if !strings.Contains(opts.user, "@") {
+		return exitf(ExitUsage, "--user %q is not an email address", opts.user)
+	}
+	res, err := host.CreateToken(ctx, host.TokenOptions{DataDir: opts.dataDir, DatabaseURL: opts.databaseURL, Email: opts.user, Name: opts.name})
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		return writeJSON(opts.env.Out, serverTokenInfo{Token: res.Token, TokenID: res.TokenID, UserID: res.UserID, CreatedWorkspace: res.CreatedWorkspace})
+	}
+	if res.CreatedWorkspace {
+		fmt.Fprintf(opts.env.Err, "created a workspace owned by %s\n", opts.user)
+	}
+	_, err = fmt.Fprintln(opts.env.Out, res.Token)
+	return err
+}

@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"reeve.dev/reeve/server/sdk"
+)
+
+func testEnv() (*Env, *bytes.Buffer, *bytes.Buffer) {
+	var out, errb bytes.Buffer
+	return &Env{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(string) string { return "" }}, &out, &errb
+}
+
+func TestServerTokenCreatePrintsAUsableToken(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	env, out, _ := testEnv()
+	if code := Execute(context.Background(), env, []string{"server", "token", "create", "--data-dir", dir, "--user", "ops@example.com", "--json"}); code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	var info serverTokenInfo
+	if err := json.Unmarshal(out.Bytes(), &info); err != nil {
+		t.Fatalf("decode %q: %v", out.String(), err)
+	}
+	if !strings.HasPrefix(info.Token, "rvp_") || !info.CreatedWorkspace {
+		t.Fatalf("unexpected %+v", info)
+	}
+	// A second token for the same user makes no new workspace.
+	env2, out2, _ := testEnv()
+	if code := Execute(context.Background(), env2, []string{"server", "token", "create", "--data-dir", dir, "--user", "ops@example.com"}); code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	second := strings.TrimSpace(out2.String())
+	if !strings.HasPrefix(second, "rvp_") || second == info.Token {
+		t.Fatalf("second token %q", second)
+	}
+
+	// Both work against a server on the same data directory; the first
+	// start also prints a one-time login link for the first owner only when
+	// the store is empty (it is not, so none is printed).
+	senv, sout, _ := testEnv()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- runServer(ctx, &serverOptions{env: senv, listen: "127.0.0.1:0", dataDir: dir, ready: func(u string) { ready <- u }})
+	}()
+	url := <-ready
+	for _, tok := range []string{info.Token, second} {
+		c := &sdk.Client{BaseURL: url, Token: tok}
+		ws, err := c.ListWorkspaces(context.Background())
+		if err != nil || len(ws) != 1 {
+			t.Fatalf("list workspaces with operator token: %v %v", ws, err)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	if strings.Contains(sout.String(), "login link") {
+		t.Fatalf("login link printed for a non-empty store: %q", sout.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the server writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func TestServerFirstStartPrintsALoginLinkThatSignsIn(t *testing.T) {
+	env, _, _ := testEnv()
+	out := &syncBuffer{}
+	env.Out = out
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- runServer(ctx, &serverOptions{env: env, listen: "127.0.0.1:0", dataDir: filepath.Join(t.TempDir(), "d"), ownerEmail: "boss@example.com", ready: func(u string) { ready <- u }})
+	}()
+	url := <-ready
+	var link string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := regexp.MustCompile(`code=(rvl_[a-z0-9]+)`).FindStringSubmatch(out.String()); m != nil {
+			link = m[1]
+			break
+		}
+	}
+	if link == "" {
+		t.Fatalf("no login link in %q", out.String())
+	}
+	res, err := (&sdk.Client{BaseURL: url}).Login(context.Background(), link)
+	if err != nil || res.User.Email != "boss@example.com" {
+		t.Fatalf("login: %+v %v", res, err)
+	}
+	if _, err := (&sdk.Client{BaseURL: url}).Login(context.Background(), link); !sdk.IsCode(err, sdk.CodeUnauthenticated) {
+		t.Fatalf("second use of the link: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("server: %v", err)
+	}
+}
+
+func TestServerBadFlagsAreUsageErrors(t *testing.T) {
+	env, _, _ := testEnv()
+	if code := Execute(context.Background(), env, []string{"server", "token", "create", "--data-dir", t.TempDir()}); code != ExitUsage {
+		t.Fatalf("missing --user: exit %d", code)
+	}
+	if code := Execute(context.Background(), env, []string{"server", "--listen", "nonsense"}); code != ExitUsage {
+		t.Fatalf("bad --listen: exit %d", code)
+	}
+	if code := Execute(context.Background(), env, []string{"server", "--database-url", "postgres://x/y", "--listen", "127.0.0.1:0"}); code != ExitUsage {
+		t.Fatalf("postgres url: exit %d", code)
+	}
+}
