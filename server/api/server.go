@@ -184,7 +184,7 @@ func (s *Server) fallback(w http.ResponseWriter, r *http.Request) {
 		writeError(w, id, e)
 		return
 	}
-	writeError(w, id, notFound("no route %s %s", r.Method, r.URL.Path))
+	writeError(w, id, errorf(http.StatusNotFound, sdk.CodeRouteNotFound, "no route %s %s", r.Method, r.URL.Path))
 }
 
 func newRequestID() string { return "req_" + ulid.Make().String() }

@@ -33,7 +33,8 @@ type ErrorDetail struct {
 const (
 	CodeUnauthenticated      = "unauthenticated"            // 401: missing or bad credential
 	CodeForbidden            = "forbidden"                  // 403: not a member, or role too low
-	CodeNotFound             = "not_found"                  // 404: no such route or record
+	CodeNotFound             = "not_found"                  // 404: no such record
+	CodeRouteNotFound        = "route_not_found"            // 404: no such route
 	CodeWorkspaceNotFound    = "workspace_not_found"        // 404: the {workspace} does not exist
 	CodePrincipalUnavailable = "principal_unavailable"      // 404: session share subject cannot be resolved
 	CodeBillingNoCustomer    = "billing_customer_missing"   // 404: portal before any customer reconcile
