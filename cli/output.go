@@ -16,3 +16,11 @@ func writeJSON(w io.Writer, v any) error {
 	}
 	return nil
 }
+
+// writeJSONLine prints v as one line of JSON: the streaming form.
+func writeJSONLine(w io.Writer, v any) error {
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		return fmt.Errorf("write json: %w", err)
+	}
+	return nil
+}

@@ -51,13 +51,7 @@ func runStart(ctx context.Context, opts *startOptions) error {
 	if err != nil {
 		return configExit(err)
 	}
-	s := resolved.Settings
-	launch := home.Launch{
-		Home: s.Home, ConfigFile: resolved.File, Listen: s.Listen, Profile: s.Profile,
-		AllowedHosts: s.AllowedHosts, AllowedOrigins: s.AllowedOrigins, Auth: s.Auth,
-		DefaultAgent: s.DefaultAgent, HookTimeout: s.HookTimeoutSeconds,
-	}
-	return startDaemon(ctx, opts.env, launch, opts.foreground)
+	return startDaemon(ctx, opts.env, launchFrom(resolved), opts.foreground)
 }
 
 // checkLaunch refuses a launch configuration that must not run, before any

@@ -38,6 +38,12 @@ type Options struct {
 	// Token, when non-empty, is required as a bearer token on every route
 	// except /health.
 	Token string
+	// Sessions, Log and Discover serve /ws and the session routes; nil
+	// Sessions leaves them out.
+	Sessions Sessions
+	Log      EventLog
+	Discover Discover
+	DaemonID string
 }
 
 // maxBody bounds request bodies of the local API.
@@ -60,15 +66,19 @@ func New(opts Options) *API {
 	a.mux.HandleFunc("/health", methods{http.MethodGet: a.health}.serve)
 	a.mux.HandleFunc("/api/directories", methods{http.MethodGet: a.listDirectories, http.MethodPost: a.addDirectory}.serve)
 	a.mux.HandleFunc("/api/directories/{id}", methods{http.MethodDelete: a.removeDirectory}.serve)
+	if opts.Sessions != nil {
+		ws := &wsServer{sessions: opts.Sessions, log: opts.Log, discover: opts.Discover, daemonID: opts.DaemonID}
+		a.mux.HandleFunc("/ws", methods{http.MethodGet: ws.ServeHTTP}.serve)
+		a.mux.HandleFunc("/api/sessions/{id}", methods{http.MethodGet: a.getSession}.serve)
+		a.mux.HandleFunc("/api/sessions/{id}/manifest", methods{http.MethodGet: a.getManifest}.serve)
+		a.mux.HandleFunc("/api/sessions/{id}/events", methods{http.MethodGet: a.listEvents}.serve)
+	}
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, wire.CodeNotFound, "no route "+r.URL.Path)
 	})
 	a.h = g.wrap(a.mux)
 	return a
 }
-
-// Handle registers another guarded route (the control protocol at /ws).
-func (a *API) Handle(pattern string, h http.Handler) { a.mux.Handle(pattern, h) }
 
 // ServeHTTP implements http.Handler.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.h.ServeHTTP(w, r) }

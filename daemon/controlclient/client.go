@@ -172,3 +172,23 @@ func (c *Client) where() string {
 	}
 	return c.opts.Address
 }
+
+// Session calls GET /api/sessions/{id}.
+func (c *Client) Session(ctx context.Context, id string) (wire.SessionInfo, error) {
+	var si wire.SessionInfo
+	return si, c.do(ctx, http.MethodGet, "/api/sessions/"+url.PathEscape(id), nil, &si)
+}
+
+// Manifest calls GET /api/sessions/{id}/manifest.
+func (c *Client) Manifest(ctx context.Context, id string) (wire.Manifest, error) {
+	var m wire.Manifest
+	return m, c.do(ctx, http.MethodGet, "/api/sessions/"+url.PathEscape(id)+"/manifest", nil, &m)
+}
+
+// Events calls GET /api/sessions/{id}/events: up to limit events after
+// afterSeq.
+func (c *Client) Events(ctx context.Context, id string, afterSeq int64, limit int) ([]wire.SessionUpdate, error) {
+	var page wire.EventPage
+	path := fmt.Sprintf("/api/sessions/%s/events?after_seq=%d&limit=%d", url.PathEscape(id), afterSeq, limit)
+	return page.Events, c.do(ctx, http.MethodGet, path, nil, &page)
+}

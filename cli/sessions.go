@@ -1,0 +1,416 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"text/template"
+
+	"github.com/spf13/cobra"
+
+	"reeve.dev/reeve/daemon/wire"
+)
+
+type sendOptions struct {
+	env       *Env
+	cmd       *cobra.Command
+	sessionID string
+	prompt    string
+}
+
+func newSendCmd(env *Env) *cobra.Command {
+	opts := &sendOptions{env: env}
+	cmd := &cobra.Command{
+		Use:   "send SID --prompt TEXT",
+		Short: "Send a further prompt to a session (resuming it if it has ended and its agent can resume)",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.cmd, opts.sessionID = cmd, args[0]
+			return runSend(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.prompt, "prompt", "", "the prompt (required)")
+	cmd.MarkFlagRequired("prompt")
+	return cmd
+}
+
+func runSend(ctx context.Context, opts *sendOptions) error {
+	if opts.prompt == "" {
+		return exitf(ExitUsage, "--prompt must not be empty")
+	}
+	_, k, err := dial(ctx, opts.cmd, opts.env)
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	if err := k.Prompt(ctx, opts.sessionID, opts.prompt); err != nil {
+		return ackExit(err)
+	}
+	fmt.Fprintf(opts.env.Err, "reeve: prompt sent to %s (follow it with `reeve attach %s`)\n", opts.sessionID, opts.sessionID)
+	return nil
+}
+
+type logsOptions struct {
+	env       *Env
+	cmd       *cobra.Command
+	sessionID string
+	follow    bool
+	lastSeq   int64
+	json      bool
+}
+
+func newLogsCmd(env *Env) *cobra.Command {
+	opts := &logsOptions{env: env}
+	cmd := &cobra.Command{
+		Use:   "logs SID",
+		Short: "Print a session's events (with --follow, stream them until the session ends)",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.cmd, opts.sessionID = cmd, args[0]
+			return runLogs(cmd.Context(), opts)
+		},
+	}
+	addLogsFlags(cmd, opts)
+	cmd.Flags().BoolVar(&opts.follow, "follow", false, "stream new events until the session ends (lossless, from --last-seq)")
+	return cmd
+}
+
+func addLogsFlags(cmd *cobra.Command, opts *logsOptions) {
+	cmd.Flags().Int64Var(&opts.lastSeq, "last-seq", 0, "show only events after sequence number N")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print one JSON session-update frame per line")
+}
+
+func runLogs(ctx context.Context, opts *logsOptions) error {
+	if opts.lastSeq < 0 {
+		return exitf(ExitUsage, "--last-seq must not be negative")
+	}
+	if opts.follow {
+		_, k, err := dial(ctx, opts.cmd, opts.env)
+		if err != nil {
+			return err
+		}
+		defer k.Close()
+		if err := k.Subscribe(ctx, opts.sessionID, opts.lastSeq); err != nil {
+			return ackExit(err)
+		}
+		end, err := streamSession(ctx, opts.env, k, opts.sessionID, streamOptions{json: opts.json})
+		if err != nil {
+			return err
+		}
+		if !opts.json {
+			fmt.Fprintf(opts.env.Err, "reeve: session %s %s\n", end.SessionID, end.Status)
+		}
+		return nil
+	}
+	// Without --follow: what is stored now, page by page, then exit.
+	c, _, err := connect(opts.cmd, opts.env)
+	if err != nil {
+		return err
+	}
+	r := &renderer{w: opts.env.Out}
+	after := opts.lastSeq
+	for {
+		evs, err := c.Events(ctx, opts.sessionID, after, 1000)
+		if err != nil {
+			return apiExit(err)
+		}
+		for _, e := range evs {
+			if opts.json {
+				if err := writeJSONLine(opts.env.Out, e); err != nil {
+					return err
+				}
+			} else {
+				r.render(e)
+			}
+			after = e.Seq
+		}
+		if len(evs) < 1000 {
+			r.finish()
+			return nil
+		}
+	}
+}
+
+func newAttachCmd(env *Env) *cobra.Command {
+	opts := &logsOptions{env: env, follow: true}
+	cmd := &cobra.Command{
+		Use:   "attach SID",
+		Short: "Stream a session's events until it ends (the same as logs --follow)",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.cmd, opts.sessionID = cmd, args[0]
+			return runLogs(cmd.Context(), opts)
+		},
+	}
+	addLogsFlags(cmd, opts)
+	return cmd
+}
+
+type waitOptions struct {
+	env       *Env
+	cmd       *cobra.Command
+	sessionID string
+	timeout   int
+	json      bool
+}
+
+func newWaitCmd(env *Env) *cobra.Command {
+	opts := &waitOptions{env: env}
+	cmd := &cobra.Command{
+		Use:   "wait SID",
+		Short: "Wait until a session ends; exit 0 if it completed, 10 if it failed, was killed or interrupted",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.cmd, opts.sessionID = cmd, args[0]
+			return runWait(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().IntVar(&opts.timeout, "timeout", 0, "give up after SECONDS (exit 7; the session keeps running)")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print the ended session as JSON")
+	return cmd
+}
+
+func runWait(ctx context.Context, opts *waitOptions) error {
+	if opts.timeout < 0 {
+		return exitf(ExitUsage, "--timeout must not be negative")
+	}
+	c, k, err := dial(ctx, opts.cmd, opts.env)
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	si, err := c.Session(ctx, opts.sessionID)
+	if err != nil {
+		return apiExit(err)
+	}
+	wctx, cancel := withTimeout(ctx, opts.timeout)
+	defer cancel()
+	// Start at the current end: wait needs the end, not the history.
+	if err := k.Subscribe(wctx, si.ID, si.LastSeq); err != nil {
+		return timeoutExit(wctx, ackExit(err), "session "+si.ID)
+	}
+	end, err := streamSession(wctx, opts.env, k, si.ID, streamOptions{quiet: true})
+	if err != nil {
+		return timeoutExit(wctx, err, "session "+si.ID)
+	}
+	return finishWait(ctx, opts.env, c, end, opts.json)
+}
+
+type lsOptions struct {
+	env       *Env
+	cmd       *cobra.Command
+	scope     string
+	directory string
+	agent     string
+	json      bool
+	format    string
+}
+
+// lsResult is the --json shape of `reeve ls`.
+type lsResult struct {
+	Sessions   []wire.SessionInfo    `json:"sessions"`
+	Discovered []wire.DiscoveredInfo `json:"discovered"`
+}
+
+func newLsCmd(env *Env) *cobra.Command {
+	opts := &lsOptions{env: env}
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List sessions: reeve's own, and those agents ran outside reeve",
+		Long: `List sessions. --scope ACTIVE shows reeve's sessions that have not ended,
+DISCOVERED the sessions agents ran outside reeve (found in their transcripts),
+ALL (the default) both.
+
+--format takes a Go template applied to each session, e.g.
+'{{.ID}} {{.Status}}'; reeve's sessions have the fields of the --json
+"sessions" entries (ID, Agent, Status, Directory, Workdir, Prompt, ...),
+discovered ones those of the "discovered" entries (Agent, ID, Directory, Title,
+Path, StartedAt, UpdatedAt).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { opts.cmd = cmd; return runLs(cmd.Context(), opts) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.scope, "scope", wire.ScopeAll, "ALL, ACTIVE or DISCOVERED")
+	f.StringVar(&opts.directory, "directory", "", "only sessions in this registered directory (id)")
+	f.StringVar(&opts.agent, "agent", "", "only sessions of this agent")
+	f.BoolVar(&opts.json, "json", false, "print as JSON")
+	f.StringVar(&opts.format, "format", "", "Go template for each session")
+	return cmd
+}
+
+func runLs(ctx context.Context, opts *lsOptions) error {
+	scope := strings.ToUpper(opts.scope)
+	switch scope {
+	case wire.ScopeAll, wire.ScopeActive, wire.ScopeDiscovered:
+	default:
+		return exitf(ExitUsage, "--scope must be ALL, ACTIVE or DISCOVERED, not %q", opts.scope)
+	}
+	var tmpl *template.Template
+	if opts.format != "" {
+		if opts.json {
+			return exitf(ExitUsage, "--format and --json cannot be used together")
+		}
+		t, err := template.New("format").Option("missingkey=error").Parse(opts.format)
+		if err != nil {
+			return exitf(ExitUsage, "--format: %v", err)
+		}
+		tmpl = t
+	}
+	_, k, err := dial(ctx, opts.cmd, opts.env)
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	res, found, err := k.List(ctx, wire.ListRequest{Scope: scope, DirectoryID: opts.directory, Agent: opts.agent})
+	if err != nil {
+		return ackExit(err)
+	}
+	if scope == wire.ScopeDiscovered && opts.directory != "" {
+		fmt.Fprintln(opts.env.Err, "reeve: --directory applies to reeve's sessions; discovered sessions are not in registered directories")
+	}
+	out := lsResult{Sessions: res.Sessions, Discovered: found}
+	if out.Discovered == nil {
+		out.Discovered = []wire.DiscoveredInfo{}
+	}
+	switch {
+	case opts.json:
+		return writeJSON(opts.env.Out, out)
+	case tmpl != nil:
+		for _, s := range out.Sessions {
+			if err := execLine(opts.env, tmpl, s); err != nil {
+				return err
+			}
+		}
+		for _, d := range out.Discovered {
+			if err := execLine(opts.env, tmpl, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	w := tabwriter.NewWriter(opts.env.Out, 0, 4, 2, ' ', 0)
+	if scope != wire.ScopeDiscovered {
+		fmt.Fprintln(w, "SESSION\tAGENT\tSTATUS\tCREATED\tDIRECTORY\tPROMPT")
+		for _, s := range out.Sessions {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Agent, s.Status, s.CreatedAt.Local().Format("2006-01-02 15:04"), s.Directory, clip(oneLine(s.Prompt), 50))
+		}
+	}
+	if scope != wire.ScopeActive {
+		if scope == wire.ScopeAll {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w, "DISCOVERED\tAGENT\tUPDATED\tDIRECTORY\tTITLE")
+		for _, d := range out.Discovered {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", d.ID, d.Agent, d.UpdatedAt.Local().Format("2006-01-02 15:04"), d.Directory, clip(oneLine(d.Title), 50))
+		}
+	}
+	return w.Flush()
+}
+
+func execLine(env *Env, t *template.Template, v any) error {
+	if err := t.Execute(env.Out, v); err != nil {
+		return exitf(ExitUsage, "--format: %v", err)
+	}
+	_, err := fmt.Fprintln(env.Out)
+	return err
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+type sessionStopOptions struct {
+	env       *Env
+	cmd       *cobra.Command
+	sessionID string
+}
+
+type manifestOptions struct {
+	env       *Env
+	cmd       *cobra.Command
+	sessionID string
+	json      bool
+}
+
+func newSessionCmd(env *Env) *cobra.Command {
+	stop := &sessionStopOptions{env: env}
+	stopCmd := &cobra.Command{
+		Use:   "stop SID",
+		Short: "Stop (kill) a running session",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			stop.cmd, stop.sessionID = cmd, args[0]
+			return runSessionStop(cmd.Context(), stop)
+		},
+	}
+	man := &manifestOptions{env: env}
+	manCmd := &cobra.Command{
+		Use:   "manifest --session SID",
+		Short: "Print a session's manifest: provider, model, directory, agent version, governance",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			man.cmd = cmd
+			return runManifest(cmd.Context(), man)
+		},
+	}
+	manCmd.Flags().StringVar(&man.sessionID, "session", "", "session id (required)")
+	manCmd.Flags().BoolVar(&man.json, "json", false, "print as JSON")
+	manCmd.MarkFlagRequired("session")
+	return newGroupCmd("session", "Manage one session", stopCmd, manCmd)
+}
+
+func runSessionStop(ctx context.Context, opts *sessionStopOptions) error {
+	_, k, err := dial(ctx, opts.cmd, opts.env)
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	if err := k.Kill(ctx, opts.sessionID); err != nil {
+		return ackExit(err)
+	}
+	fmt.Fprintf(opts.env.Err, "reeve: stopping session %s\n", opts.sessionID)
+	return nil
+}
+
+func runManifest(ctx context.Context, opts *manifestOptions) error {
+	c, _, err := connect(opts.cmd, opts.env)
+	if err != nil {
+		return err
+	}
+	m, err := c.Manifest(ctx, opts.sessionID)
+	if err != nil {
+		return apiExit(err)
+	}
+	if opts.json {
+		return writeJSON(opts.env.Out, m)
+	}
+	w := tabwriter.NewWriter(opts.env.Out, 0, 4, 2, ' ', 0)
+	guard := "yes"
+	if !m.Guarded {
+		guard = "no"
+	}
+	workflow := "(none)"
+	if m.Workflow != nil {
+		workflow = *m.Workflow
+	}
+	rows := [][2]string{
+		{"session", m.SessionID}, {"agent", m.Agent + " " + m.AgentVersion}, {"provider", dash(m.Provider)},
+		{"model", dash(m.Model)}, {"directory", m.Directory}, {"workdir", m.Workdir},
+		{"agent session", dash(m.AgentSessionID)}, {"turns", fmt.Sprint(m.Turns)},
+		{"guarded", guard}, {"permission mode", m.PermissionMode}, {"note", dash(m.GuardNote)},
+		{"workflow", workflow}, {"approvals", fmt.Sprint(len(m.Approvals))},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\n", r[0], r[1])
+	}
+	for _, a := range m.Approvals {
+		fmt.Fprintf(w, "\t%s %s %s by %s: %s\n", a.At.Local().Format("15:04:05"), a.Tool, a.Decision, a.DecidedBy, a.Reason)
+	}
+	return w.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

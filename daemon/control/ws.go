@@ -1,0 +1,362 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"reeve.dev/reeve/daemon/store"
+	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/internal/version"
+)
+
+// Sessions is what the control protocol asks of the session manager.
+type Sessions interface {
+	Launch(ctx context.Context, req wire.LaunchRequest) (wire.SessionInfo, error)
+	Prompt(ctx context.Context, sessionID, text string) error
+	Kill(ctx context.Context, sessionID string) error
+	List(ctx context.Context, req wire.ListRequest) ([]wire.SessionInfo, error)
+	Session(ctx context.Context, id string) (wire.SessionInfo, error)
+	Manifest(ctx context.Context, id string) (wire.Manifest, error)
+	OnSessionStarted(fn func(wire.SessionInfo)) (remove func())
+}
+
+// EventLog is the durable log subscriptions read from.
+type EventLog interface {
+	Follow(ctx context.Context, sessionID string, afterSeq int64, fn func(store.Event) error) error
+	Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]store.Event, error)
+}
+
+// Discover finds sessions agents ran outside reeve.
+type Discover func(ctx context.Context) ([]wire.DiscoveredInfo, error)
+
+// codedError is an error that carries a protocol error code.
+type codedError interface {
+	error
+	ErrorCode() string
+}
+
+const (
+	// maxFrame bounds one incoming frame.
+	maxFrame = 1 << 20
+	// writeTimeout bounds one outgoing frame. A client that reads nothing
+	// for this long is disconnected, with a close reason, rather than
+	// buffered for without limit.
+	writeTimeout = 60 * time.Second
+	// noticeQueue is how many session-started notices may wait for a slow
+	// client before it is disconnected.
+	noticeQueue = 256
+)
+
+// wsServer serves the control protocol at /ws.
+type wsServer struct {
+	sessions Sessions
+	log      EventLog
+	discover Discover
+	daemonID string
+}
+
+func (s *wsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The guard has already checked Host, Origin and the token; the
+	// library's own same-origin check would refuse allowed origins.
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	if err != nil {
+		return
+	}
+	c.SetReadLimit(maxFrame)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	conn := &wsConn{srv: s, c: c, ctx: ctx, subs: map[string]*subscription{}, notices: make(chan wire.SessionInfo, noticeQueue)}
+	conn.serve()
+}
+
+type wsConn struct {
+	srv     *wsServer
+	c       *websocket.Conn
+	ctx     context.Context
+	writeMu sync.Mutex
+	helloed bool
+
+	subMu sync.Mutex
+	subs  map[string]*subscription
+
+	notices chan wire.SessionInfo
+}
+
+type subscription struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (c *wsConn) serve() {
+	defer c.c.CloseNow()
+	defer c.stopAll()
+	if err := c.write(wire.Hello{Type: wire.TypeHello, ProtocolVersion: wire.ProtocolVersion, Version: version.Version, DaemonID: c.srv.daemonID}); err != nil {
+		return
+	}
+	remove := c.srv.sessions.OnSessionStarted(func(si wire.SessionInfo) {
+		select {
+		case c.notices <- si:
+		default:
+			c.c.Close(websocket.StatusPolicyViolation, "client too slow to read session notices")
+		}
+	})
+	defer remove()
+	go c.forwardNotices()
+
+	for {
+		typ, data, err := c.c.Read(c.ctx)
+		if err != nil {
+			return
+		}
+		if typ != websocket.MessageText {
+			c.ack("", nil, &wire.AckError{Code: wire.CodeBadFrame, Message: "frames are JSON text messages"})
+			continue
+		}
+		c.handle(data)
+	}
+}
+
+func (c *wsConn) forwardNotices() {
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case si := <-c.notices:
+			if c.write(wire.SessionStarted{Type: wire.TypeSessionStarted, Session: si}) != nil {
+				return
+			}
+		}
+	}
+}
+
+// handle answers one incoming frame with exactly one ack (a hello gets none:
+// it is not a request).
+func (c *wsConn) handle(data []byte) {
+	var env wire.Envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		c.ack("", nil, &wire.AckError{Code: wire.CodeBadFrame, Message: "frame is not a JSON object with a string type: " + err.Error()})
+		return
+	}
+	if env.Type == wire.TypeHello {
+		var h wire.Hello
+		if err := json.Unmarshal(data, &h); err != nil || h.ProtocolVersion < 1 {
+			c.ack(env.ID, nil, &wire.AckError{Code: wire.CodeBadFrame, Message: "hello needs a protocol_version of 1 or more"})
+			return
+		}
+		c.helloed = true
+		return
+	}
+	if !c.helloed {
+		c.ack(env.ID, nil, &wire.AckError{Code: wire.CodeHelloRequired, Message: "send a hello frame first"})
+		return
+	}
+	ctx := c.ctx
+	var result any
+	var err error
+	switch env.Type {
+	case wire.TypeLaunch:
+		var req wire.LaunchRequest
+		if err = decodeFrame(data, &req); err == nil {
+			result, err = c.srv.sessions.Launch(ctx, req)
+		}
+	case wire.TypePrompt:
+		var req wire.PromptRequest
+		if err = decodeFrame(data, &req); err == nil {
+			err = c.srv.sessions.Prompt(ctx, req.SessionID, req.Text)
+		}
+	case wire.TypeKill:
+		var req wire.KillRequest
+		if err = decodeFrame(data, &req); err == nil {
+			err = c.srv.sessions.Kill(ctx, req.SessionID)
+		}
+	case wire.TypeList:
+		var req wire.ListRequest
+		if err = decodeFrame(data, &req); err == nil {
+			result, err = c.list(ctx, req)
+		}
+	case wire.TypeSubscribe:
+		var req wire.SubscribeRequest
+		if err = decodeFrame(data, &req); err == nil {
+			// subscribe acks itself: the ack must precede the replay.
+			c.subscribe(env.ID, req)
+			return
+		}
+	case wire.TypeUnsubscribe:
+		var req wire.UnsubscribeRequest
+		if err = decodeFrame(data, &req); err == nil {
+			err = c.unsubscribe(req.SessionID)
+		}
+	default:
+		err = &frameError{code: wire.CodeUnknownType, msg: fmt.Sprintf("unknown frame type %q", env.Type)}
+	}
+	if err != nil {
+		c.ack(env.ID, nil, toAckError(err))
+		return
+	}
+	c.ack(env.ID, result, nil)
+}
+
+func (c *wsConn) list(ctx context.Context, req wire.ListRequest) (wire.ListResult, error) {
+	switch req.Scope {
+	case "":
+		req.Scope = wire.ScopeAll
+	case wire.ScopeAll, wire.ScopeActive, wire.ScopeDiscovered:
+	default:
+		return wire.ListResult{}, &frameError{code: wire.CodeBadFrame, msg: fmt.Sprintf("unknown scope %q (use ALL, ACTIVE or DISCOVERED)", req.Scope)}
+	}
+	res := wire.ListResult{Sessions: []wire.SessionInfo{}}
+	if req.Scope != wire.ScopeDiscovered {
+		list, err := c.srv.sessions.List(ctx, req)
+		if err != nil {
+			return res, err
+		}
+		res.Sessions = list
+	}
+	if req.Scope != wire.ScopeActive && c.srv.discover != nil {
+		found, err := c.srv.discover(ctx)
+		if err != nil {
+			return res, err
+		}
+		for _, d := range found {
+			if req.Agent != "" && d.Agent != req.Agent {
+				continue
+			}
+			if err := c.write(wire.DiscoveredSession{Type: wire.TypeDiscoveredSession, Session: d}); err != nil {
+				return res, err
+			}
+			res.Discovered++
+		}
+	}
+	return res, nil
+}
+
+// subscribe acks, then streams the session's log after AfterSeq from the
+// store, then live, then a session-ended frame. The stream is paced by the
+// writes: a slow client makes Follow read later, never buffer more.
+func (c *wsConn) subscribe(id string, req wire.SubscribeRequest) {
+	if req.AfterSeq < 0 {
+		c.ack(id, nil, &wire.AckError{Code: wire.CodeBadFrame, Message: "after_seq must not be negative"})
+		return
+	}
+	if _, err := c.srv.sessions.Session(c.ctx, req.SessionID); err != nil {
+		c.ack(id, nil, toAckError(err))
+		return
+	}
+	c.subMu.Lock()
+	if _, dup := c.subs[req.SessionID]; dup {
+		c.subMu.Unlock()
+		c.ack(id, nil, &wire.AckError{Code: wire.CodeAlreadyWatched, Message: "this connection already follows session " + req.SessionID})
+		return
+	}
+	sctx, cancel := context.WithCancel(c.ctx)
+	sub := &subscription{cancel: cancel, done: make(chan struct{})}
+	c.subs[req.SessionID] = sub
+	c.subMu.Unlock()
+	if err := c.ack(id, nil, nil); err != nil {
+		cancel()
+		close(sub.done)
+		return
+	}
+	go func() {
+		defer close(sub.done)
+		defer func() {
+			c.subMu.Lock()
+			if c.subs[req.SessionID] == sub {
+				delete(c.subs, req.SessionID)
+			}
+			c.subMu.Unlock()
+		}()
+		last := req.AfterSeq
+		err := c.srv.log.Follow(sctx, req.SessionID, req.AfterSeq, func(e store.Event) error {
+			last = e.Seq
+			return c.write(wire.SessionUpdate{Type: wire.TypeSessionUpdate, SessionID: e.SessionID, Seq: e.Seq, TS: e.TS, Kind: e.Kind, Data: e.Data})
+		})
+		if err != nil || sctx.Err() != nil {
+			return
+		}
+		si, err := c.srv.sessions.Session(c.ctx, req.SessionID)
+		if err != nil {
+			return
+		}
+		c.write(wire.SessionEnded{Type: wire.TypeSessionEnded, SessionID: req.SessionID, Status: si.Status, Reason: si.StatusReason, LastSeq: max(last, si.LastSeq)})
+	}()
+}
+
+// unsubscribe stops a subscription and waits for it, so no frame of that
+// session follows the ack.
+func (c *wsConn) unsubscribe(sessionID string) error {
+	c.subMu.Lock()
+	sub := c.subs[sessionID]
+	delete(c.subs, sessionID)
+	c.subMu.Unlock()
+	if sub == nil {
+		return &frameError{code: "not_subscribed", msg: "this connection does not follow session " + sessionID}
+	}
+	sub.cancel()
+	<-sub.done
+	return nil
+}
+
+func (c *wsConn) stopAll() {
+	c.subMu.Lock()
+	subs := c.subs
+	c.subs = map[string]*subscription{}
+	c.subMu.Unlock()
+	for _, s := range subs {
+		s.cancel()
+		<-s.done
+	}
+}
+
+func (c *wsConn) ack(id string, result any, aerr *wire.AckError) error {
+	a := wire.Ack{Type: wire.TypeAck, ID: id, OK: aerr == nil, Error: aerr}
+	if result != nil && aerr == nil {
+		raw, err := json.Marshal(result)
+		if err != nil {
+			a = wire.Ack{Type: wire.TypeAck, ID: id, Error: &wire.AckError{Code: "internal", Message: err.Error()}}
+		} else {
+			a.Result = raw
+		}
+	}
+	return c.write(a)
+}
+
+func (c *wsConn) write(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	ctx, cancel := context.WithTimeout(c.ctx, writeTimeout)
+	defer cancel()
+	return c.c.Write(ctx, websocket.MessageText, data)
+}
+
+// frameError is a protocol-level failure with its code.
+type frameError struct{ code, msg string }
+
+func (e *frameError) Error() string     { return e.msg }
+func (e *frameError) ErrorCode() string { return e.code }
+
+func decodeFrame(data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return &frameError{code: wire.CodeBadFrame, msg: "malformed frame: " + err.Error()}
+	}
+	return nil
+}
+
+func toAckError(err error) *wire.AckError {
+	var ce codedError
+	if errors.As(err, &ce) {
+		return &wire.AckError{Code: ce.ErrorCode(), Message: err.Error()}
+	}
+	return &wire.AckError{Code: "internal", Message: err.Error()}
+}

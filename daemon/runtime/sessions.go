@@ -1,0 +1,503 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"reeve.dev/reeve/agents"
+	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/daemon/store"
+	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/internal/atomicfile"
+)
+
+// Agents is what the session manager needs of the agent registry.
+type Agents interface {
+	Lookup(id string) (agents.Adapter, error)
+	Default(ctx context.Context) (agents.Adapter, error)
+	List(ctx context.Context) []agents.Info
+}
+
+// SessionError is a request failure with a protocol error code.
+type SessionError struct {
+	Code string
+	Err  error
+}
+
+func (e *SessionError) Error() string { return e.Err.Error() }
+
+// ErrorCode is the protocol error code of the failure.
+func (e *SessionError) ErrorCode() string { return e.Code }
+func (e *SessionError) Unwrap() error { return e.Err }
+
+func sessionErr(code, format string, args ...any) error {
+	return &SessionError{Code: code, Err: fmt.Errorf(format, args...)}
+}
+
+// ManagerOptions configure a session manager.
+type ManagerOptions struct {
+	Store        *store.Store
+	Agents       Agents
+	Home         home.Dir
+	DefaultAgent string   // from the config; "" picks the registry's default
+	Env          []string // the agents' base environment
+	Log          io.Writer
+}
+
+// Manager runs sessions: it starts agent turns, persists every event before
+// anyone can see it, and records how each turn ended.
+type Manager struct {
+	opts ManagerOptions
+	// ctx lives as long as the worker; agent turns run under it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	live      map[string]*liveTurn
+	closing   bool
+	listeners map[int]func(wire.SessionInfo)
+	nextL     int
+	turns     sync.WaitGroup
+}
+
+// liveTurn is a session whose agent process is running.
+type liveTurn struct {
+	proc    agents.Process
+	adapter agents.Adapter
+	killed  bool // guarded by Manager.mu
+}
+
+// NewManager builds a manager. Sessions left active by a worker that died
+// become interrupted.
+func NewManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	ids, err := opts.Store.MarkRunningInterrupted(ctx, "the daemon worker stopped while the session was running")
+	if err != nil {
+		return nil, fmt.Errorf("recover sessions: %w", err)
+	}
+	for _, id := range ids {
+		fmt.Fprintf(opts.Log, "worker: session %s interrupted by a previous worker's end\n", id)
+	}
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	return &Manager{opts: opts, ctx: mctx, cancel: cancel, live: map[string]*liveTurn{}, listeners: map[int]func(wire.SessionInfo){}}, nil
+}
+
+// OnSessionStarted registers fn for every new session; the returned func
+// removes it. fn must not block.
+func (m *Manager) OnSessionStarted(fn func(wire.SessionInfo)) func() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := m.nextL
+	m.nextL++
+	m.listeners[id] = fn
+	return func() {
+		m.mu.Lock()
+		delete(m.listeners, id)
+		m.mu.Unlock()
+	}
+}
+
+// Launch starts a session in a registered directory.
+func (m *Manager) Launch(ctx context.Context, req wire.LaunchRequest) (wire.SessionInfo, error) {
+	if strings.TrimSpace(req.Prompt) == "" {
+		return wire.SessionInfo{}, sessionErr(wire.CodeBadFrame, "prompt is required")
+	}
+	dir, err := m.resolveDirectory(ctx, req.Directory)
+	if err != nil {
+		return wire.SessionInfo{}, err
+	}
+	adapter, info, err := m.pickAgent(ctx, req.Agent)
+	if err != nil {
+		return wire.SessionInfo{}, err
+	}
+	m.mu.Lock()
+	closing := m.closing
+	m.mu.Unlock()
+	if closing {
+		return wire.SessionInfo{}, sessionErr(wire.CodeShuttingDown, "the daemon is shutting down")
+	}
+
+	manifest := wire.Manifest{
+		Provider: info.Provider, Model: req.Model, Agent: info.ID, AgentVersion: info.Version, AgentPath: info.Path,
+		Directory: dir.Path, Workdir: dir.Path, Resumable: info.Resumable, Approvals: []wire.Approval{},
+		PermissionMode: "bypass",
+	}
+	if info.Structured {
+		manifest.GuardNote = "unguarded: the agent ran with its own permission bypass; no policy or human decided its tool use"
+	} else {
+		manifest.GuardNote = "unguarded: terminal programs have no permission callbacks"
+	}
+	raw, _ := json.Marshal(manifest)
+	sess, err := m.opts.Store.CreateSession(ctx, store.NewSession{
+		DirectoryID: dir.ID, Agent: info.ID, Model: req.Model, Prompt: req.Prompt,
+		Workdir: dir.Path, Manifest: raw,
+	})
+	if err != nil {
+		return wire.SessionInfo{}, fmt.Errorf("create session: %w", err)
+	}
+	manifest.SessionID = sess.ID
+	if err := m.saveManifest(ctx, sess.ID, manifest); err != nil {
+		return wire.SessionInfo{}, err
+	}
+	if err := m.startTurn(sess.ID, adapter, req.Prompt, req.Model, dir.Path, ""); err != nil {
+		return m.info(ctx, sess.ID), err
+	}
+	si := m.info(ctx, sess.ID)
+	m.mu.Lock()
+	for _, fn := range m.listeners {
+		fn(si)
+	}
+	m.mu.Unlock()
+	return si, nil
+}
+
+// Prompt gives a session a further prompt: typed into a running terminal
+// agent, or as a new turn that resumes an ended one.
+func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
+	if strings.TrimSpace(text) == "" {
+		return sessionErr(wire.CodeBadFrame, "prompt text is required")
+	}
+	sess, err := m.session(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	lt := m.live[sessionID]
+	m.mu.Unlock()
+	if lt != nil {
+		err := lt.proc.Input([]byte(text + "\n"))
+		if errors.Is(err, agents.ErrNoInput) {
+			return sessionErr(wire.CodeBusy, "session %s is running a turn; send the prompt when it has ended (see `reeve wait`)", sessionID)
+		}
+		if err != nil {
+			return fmt.Errorf("send prompt: %w", err)
+		}
+		return m.appendEvent(sessionID, wire.KindUserPrompt, wire.UserPrompt{Text: text})
+	}
+	manifest, err := m.manifest(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	adapter, err := m.opts.Agents.Lookup(sess.Agent)
+	if err != nil {
+		return sessionErr(wire.CodeUnknownAgent, "%v", err)
+	}
+	if !manifest.Resumable || manifest.ResumeToken == "" {
+		return sessionErr(wire.CodeNotResumable, "session %s has ended (%s) and agent %s cannot resume it", sessionID, sess.Status, sess.Agent)
+	}
+	return m.startTurn(sessionID, adapter, text, sess.Model, sess.Workdir, manifest.ResumeToken)
+}
+
+// Kill stops a running session.
+func (m *Manager) Kill(ctx context.Context, sessionID string) error {
+	sess, err := m.session(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	lt := m.live[sessionID]
+	if lt != nil {
+		lt.killed = true
+	}
+	m.mu.Unlock()
+	if lt == nil {
+		return sessionErr(wire.CodeNotRunning, "session %s is not running (status %s)", sessionID, sess.Status)
+	}
+	return lt.proc.Kill()
+}
+
+// Close kills every running turn and waits for them to be recorded as
+// interrupted.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	m.closing = true
+	procs := make([]agents.Process, 0, len(m.live))
+	for _, lt := range m.live {
+		procs = append(procs, lt.proc)
+	}
+	m.mu.Unlock()
+	for _, p := range procs {
+		p.Kill()
+	}
+	done := make(chan struct{})
+	go func() { m.turns.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		fmt.Fprintln(m.opts.Log, "worker: sessions did not finish within 10s of shutdown")
+	}
+	m.cancel()
+}
+
+// startTurn records the prompt, starts the agent and follows the turn to its
+// end in the background.
+func (m *Manager) startTurn(sessionID string, adapter agents.Adapter, prompt, model, workdir, resume string) error {
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return sessionErr(wire.CodeShuttingDown, "the daemon is shutting down")
+	}
+	if m.live[sessionID] != nil {
+		m.mu.Unlock()
+		return sessionErr(wire.CodeBusy, "session %s is running a turn", sessionID)
+	}
+	// Reserve the slot before starting, so two prompts cannot race.
+	lt := &liveTurn{adapter: adapter}
+	m.live[sessionID] = lt
+	m.mu.Unlock()
+	release := func() {
+		m.mu.Lock()
+		delete(m.live, sessionID)
+		m.mu.Unlock()
+	}
+
+	ctx := m.ctx
+	if err := m.appendEvent(sessionID, wire.KindUserPrompt, wire.UserPrompt{Text: prompt}); err != nil {
+		release()
+		return err
+	}
+	if err := m.setStatus(ctx, sessionID, store.StatusRunning, ""); err != nil {
+		release()
+		return err
+	}
+	stateDir := filepath.Join(string(m.opts.Home), "sessions", sessionID)
+	if err := atomicfile.EnsurePrivateDir(stateDir); err != nil {
+		m.endTurn(sessionID, store.StatusFailed, err.Error(), agents.TurnResult{})
+		release()
+		return sessionErr(wire.CodeLaunchFailed, "session %s: %v", sessionID, err)
+	}
+	emit := func(ev agents.Event) {
+		if err := m.appendEvent(sessionID, ev.Kind, ev.Data); err != nil {
+			fmt.Fprintf(m.opts.Log, "worker: session %s: record %s event: %v\n", sessionID, ev.Kind, err)
+		}
+	}
+	proc, err := adapter.StartTurn(ctx, agents.Turn{
+		SessionID: sessionID, Prompt: prompt, Model: model, Dir: workdir, StateDir: stateDir,
+		Env: m.opts.Env, Resume: resume, Mode: "bypass",
+	}, emit)
+	if err != nil {
+		reason := fmt.Sprintf("agent %s could not start: %v", adapter.ID(), err)
+		m.endTurn(sessionID, store.StatusFailed, reason, agents.TurnResult{})
+		release()
+		return sessionErr(wire.CodeLaunchFailed, "session %s: %s", sessionID, reason)
+	}
+	m.mu.Lock()
+	lt.proc = proc
+	m.mu.Unlock()
+	m.turns.Add(1)
+	go func() {
+		defer m.turns.Done()
+		res := proc.Wait()
+		m.mu.Lock()
+		killed, closing := lt.killed, m.closing
+		m.mu.Unlock()
+		status, reason := store.StatusCompleted, ""
+		switch {
+		case killed:
+			status, reason = store.StatusKilled, "killed by request"
+		case closing:
+			status, reason = store.StatusInterrupted, "the daemon stopped while the session was running"
+		case res.Err != nil:
+			status, reason = store.StatusFailed, res.Err.Error()
+		}
+		m.endTurn(sessionID, status, reason, res)
+		release()
+	}()
+	return nil
+}
+
+// endTurn records the end of a turn: the error if any, what the next turn
+// needs, then the terminal status, last, so that followers that see the
+// status have already seen every event.
+func (m *Manager) endTurn(sessionID string, status store.Status, reason string, res agents.TurnResult) {
+	ctx := m.ctx
+	if status == store.StatusFailed {
+		m.appendEvent(sessionID, wire.KindError, wire.Error{Message: reason})
+	}
+	if mf, err := m.manifest(ctx, sessionID); err == nil {
+		mf.Turns++
+		if res.Resume != "" {
+			mf.ResumeToken = res.Resume
+		}
+		if res.AgentSessionID != "" {
+			mf.AgentSessionID = res.AgentSessionID
+		}
+		m.saveManifest(ctx, sessionID, mf)
+	}
+	if err := m.setStatus(ctx, sessionID, status, reason); err != nil {
+		fmt.Fprintf(m.opts.Log, "worker: session %s: record end: %v\n", sessionID, err)
+	}
+}
+
+// setStatus appends a status event, then changes the session row.
+func (m *Manager) setStatus(ctx context.Context, sessionID string, status store.Status, reason string) error {
+	if err := m.appendEvent(sessionID, wire.KindStatus, wire.Status{Status: string(status), Reason: reason}); err != nil {
+		return err
+	}
+	if _, err := m.opts.Store.UpdateSessionStatus(ctx, sessionID, status, reason); err != nil {
+		return fmt.Errorf("update session status: %w", err)
+	}
+	return nil
+}
+
+func (m *Manager) appendEvent(sessionID, kind string, data any) error {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("encode %s event: %w", kind, err)
+	}
+	if _, err := m.opts.Store.Append(m.ctx, sessionID, kind, raw); err != nil {
+		return fmt.Errorf("append %s event: %w", kind, err)
+	}
+	return nil
+}
+
+func (m *Manager) resolveDirectory(ctx context.Context, ref string) (store.Directory, error) {
+	if ref == "" {
+		return store.Directory{}, sessionErr(wire.CodeBadFrame, "directory is required")
+	}
+	var d store.Directory
+	var err error
+	if filepath.IsAbs(ref) {
+		path := ref
+		if real, rerr := filepath.EvalSymlinks(ref); rerr == nil {
+			path = real
+		}
+		d, err = m.opts.Store.DirectoryByPath(ctx, path)
+	} else {
+		d, err = m.opts.Store.Directory(ctx, ref)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return d, &SessionError{Code: wire.CodeNotFound, Err: fmt.Errorf("directory %s is not registered (register it with `reeve add`)", ref)}
+	}
+	if err != nil {
+		return d, err
+	}
+	if info, err := os.Stat(d.Path); err != nil || !info.IsDir() {
+		return d, &SessionError{Code: wire.CodeNotFound, Err: fmt.Errorf("registered directory %s no longer exists", d.Path)}
+	}
+	return d, nil
+}
+
+func (m *Manager) pickAgent(ctx context.Context, id string) (agents.Adapter, agents.Info, error) {
+	if id == "" {
+		id = m.opts.DefaultAgent
+	}
+	var a agents.Adapter
+	var err error
+	if id == "" {
+		a, err = m.opts.Agents.Default(ctx)
+	} else {
+		a, err = m.opts.Agents.Lookup(id)
+	}
+	if err != nil {
+		return nil, agents.Info{}, sessionErr(wire.CodeUnknownAgent, "%v", err)
+	}
+	info := a.Describe(ctx)
+	if !info.Installed || info.Problem != "" {
+		why := info.Problem
+		if why == "" {
+			why = "it is not installed"
+		}
+		return nil, info, sessionErr(wire.CodeAgentMissing, "agent %s cannot run: %s", info.ID, why)
+	}
+	return a, info, nil
+}
+
+func (m *Manager) session(ctx context.Context, id string) (store.Session, error) {
+	s, err := m.opts.Store.Session(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return s, &SessionError{Code: wire.CodeNotFound, Err: fmt.Errorf("no session %q", id)}
+	}
+	return s, err
+}
+
+// Session describes one session.
+func (m *Manager) Session(ctx context.Context, id string) (wire.SessionInfo, error) {
+	if _, err := m.session(ctx, id); err != nil {
+		return wire.SessionInfo{}, err
+	}
+	return m.info(ctx, id), nil
+}
+
+// Manifest returns a session's manifest.
+func (m *Manager) Manifest(ctx context.Context, id string) (wire.Manifest, error) {
+	if _, err := m.session(ctx, id); err != nil {
+		return wire.Manifest{}, err
+	}
+	return m.manifest(ctx, id)
+}
+
+func (m *Manager) manifest(ctx context.Context, id string) (wire.Manifest, error) {
+	s, err := m.opts.Store.Session(ctx, id)
+	if err != nil {
+		return wire.Manifest{}, err
+	}
+	var mf wire.Manifest
+	if err := json.Unmarshal(s.Manifest, &mf); err != nil {
+		return mf, fmt.Errorf("read manifest of %s: %w", id, err)
+	}
+	if mf.Approvals == nil {
+		mf.Approvals = []wire.Approval{}
+	}
+	return mf, nil
+}
+
+func (m *Manager) saveManifest(ctx context.Context, id string, mf wire.Manifest) error {
+	raw, err := json.Marshal(mf)
+	if err != nil {
+		return err
+	}
+	return m.opts.Store.SetManifest(ctx, id, raw)
+}
+
+// List lists reeve's sessions matching the request.
+func (m *Manager) List(ctx context.Context, req wire.ListRequest) ([]wire.SessionInfo, error) {
+	f := store.SessionFilter{DirectoryID: req.DirectoryID, Agent: req.Agent}
+	if req.Scope == wire.ScopeActive {
+		f.Statuses = store.ActiveStatuses
+	}
+	list, err := m.opts.Store.ListSessions(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	dirs := map[string]string{}
+	out := make([]wire.SessionInfo, 0, len(list))
+	for _, s := range list {
+		out = append(out, m.toInfo(ctx, s, dirs))
+	}
+	return out, nil
+}
+
+func (m *Manager) info(ctx context.Context, id string) wire.SessionInfo {
+	s, err := m.opts.Store.Session(ctx, id)
+	if err != nil {
+		return wire.SessionInfo{ID: id}
+	}
+	return m.toInfo(ctx, s, map[string]string{})
+}
+
+func (m *Manager) toInfo(ctx context.Context, s store.Session, dirs map[string]string) wire.SessionInfo {
+	dir, ok := dirs[s.DirectoryID]
+	if !ok {
+		if d, err := m.opts.Store.Directory(ctx, s.DirectoryID); err == nil {
+			dir = d.Path
+		}
+		dirs[s.DirectoryID] = dir
+	}
+	last, _ := m.opts.Store.LastSeq(ctx, s.ID)
+	return wire.SessionInfo{
+		ID: s.ID, DirectoryID: s.DirectoryID, Directory: dir, Workdir: s.Workdir, Agent: s.Agent, Model: s.Model,
+		Prompt: s.Prompt, Status: string(s.Status), StatusReason: s.StatusReason,
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, EndedAt: s.EndedAt, LastSeq: last,
+	}
+}
