@@ -77,6 +77,11 @@ func classify(r Route, byPath map[string][]string, itemParents map[string]bool) 
 		if !param && (slices.Contains(methods, "GET") || itemParents[r.Path]) {
 			return engCreate
 		}
+		// A typed operation that stores a body and answers 201 creates a
+		// record (collaboration events, context corrections, ...).
+		if !param && !r.Placeholder && r.Body != nil && slices.Contains(r.Success, http.StatusCreated) {
+			return engCreate
+		}
 		return engAction
 	case http.MethodPut:
 		if param {
