@@ -228,11 +228,11 @@ func resultOf(ps *os.ProcessState, werr error, killed bool) Result {
 // do; so once the leader has exited, a read that waits longer than the drain
 // timeout kills the process group, and a second one gives up.
 type drainer struct {
-	f       *os.File
-	drain   time.Duration
-	handle  func([]byte) // called with each chunk read, from this goroutine
-	atEnd   func()       // called once when the stream ended
-	exited  <-chan struct{}
+	f      *os.File
+	drain  time.Duration
+	handle func([]byte) // called with each chunk read, from this goroutine
+	atEnd  func()       // called once when the stream ended
+	exited <-chan struct{}
 	// killGroup ends what is left of the process group after its leader
 	// exited.
 	killGroup func()
