@@ -1,0 +1,251 @@
+// Package claude is the adapter for Claude Code run headless: one
+// `claude -p --output-format stream-json` process per turn, its JSON events
+// mapped onto session updates, and `--resume <session_id>` for the next
+// turn.
+package claude
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"reeve.dev/reeve/agents"
+	"reeve.dev/reeve/agents/ptyrun"
+)
+
+// ID is the adapter id.
+const ID = "claude"
+
+// EnvPath overrides the executable (default: claude on PATH).
+const EnvPath = "REEVE_CLAUDE_PATH"
+
+// Permission modes a Turn may ask for. Until the hook bridge exists only
+// the agent's own bypass is supported: the session runs unguarded.
+const (
+	ModeBypass = "bypass"
+)
+
+// Options configures the adapter.
+type Options struct {
+	// Getenv reads EnvPath; default os.Getenv.
+	Getenv func(string) string
+	// LookPath finds claude on PATH; default exec.LookPath.
+	LookPath func(string) (string, error)
+}
+
+// Adapter runs Claude Code.
+type Adapter struct {
+	o        Options
+	versions ptyrun.VersionCache
+}
+
+var _ agents.Adapter = (*Adapter)(nil)
+
+// New returns the Claude Code adapter.
+func New(o Options) *Adapter {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.LookPath == nil {
+		o.LookPath = exec.LookPath
+	}
+	return &Adapter{o: o}
+}
+
+// ID is "claude".
+func (a *Adapter) ID() string { return ID }
+
+// Describe finds the executable and asks it for its version (once per
+// executable file).
+func (a *Adapter) Describe(ctx context.Context) agents.Info {
+	info := agents.Info{ID: ID, Provider: "anthropic", Structured: true, Resumable: true}
+	path, err := a.find()
+	if err != nil {
+		info.Problem = err.Error()
+		return info
+	}
+	info.Installed, info.Path = true, path
+	v, err := a.versions.Get(ctx, path)
+	if err != nil {
+		info.Problem = err.Error()
+	}
+	info.Version = v
+	return info
+}
+
+func (a *Adapter) find() (string, error) {
+	if p := a.o.Getenv(EnvPath); p != "" {
+		path, err := a.o.LookPath(p)
+		if err != nil {
+			return "", fmt.Errorf("%s=%s: %w", EnvPath, p, err)
+		}
+		return path, nil
+	}
+	path, err := a.o.LookPath("claude")
+	if err != nil {
+		return "", fmt.Errorf("claude is not installed (not on PATH; set %s to use another executable)", EnvPath)
+	}
+	return path, nil
+}
+
+// Args is the command line (after the program name) for a turn.
+func Args(t agents.Turn) []string {
+	args := []string{"-p", "--output-format", "stream-json", "--verbose"}
+	if t.Model != "" {
+		args = append(args, "--model", t.Model)
+	}
+	if t.Resume != "" {
+		args = append(args, "--resume", t.Resume)
+	}
+	if t.Mode == "" || t.Mode == ModeBypass {
+		args = append(args, "--dangerously-skip-permissions")
+	}
+	// "--" so that a prompt starting with "-" is not taken for a flag.
+	return append(args, "--", t.Prompt)
+}
+
+// StartTurn runs one `claude -p` process. Stdout is a pipe of stream-json
+// lines, each kept in <StateDir>/claude-<start-unix-nanos>.jsonl and
+// mapped onto events; stderr is kept for the error of a failed run.
+func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit) (agents.Process, error) {
+	if t.Mode != "" && t.Mode != ModeBypass {
+		return nil, fmt.Errorf("claude: permission mode %q is not supported yet (only %q)", t.Mode, ModeBypass)
+	}
+	path, err := a.find()
+	if err != nil {
+		return nil, err
+	}
+	env := t.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	// As root, Claude Code refuses to bypass permissions unless it believes
+	// it runs in a sandbox.
+	if os.Geteuid() == 0 && !hasKey(env, "IS_SANDBOX") {
+		env = append(env[:len(env):len(env)], "IS_SANDBOX=1")
+	}
+
+	evidence, err := openEvidence(t.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	m := &mapper{emit: emit}
+	p, err := ptyrun.StartPipe(ctx, ptyrun.PipeOptions{
+		Path: path, Args: Args(t), Dir: t.Dir, Env: env,
+		Line: m.line,
+		Raw:  writerOrNil(evidence),
+	})
+	if err != nil {
+		if evidence != nil {
+			evidence.Close()
+		}
+		return nil, fmt.Errorf("claude: %w", err)
+	}
+	return &process{p: p, m: m, evidence: evidence, resume: t.Resume}, nil
+}
+
+func hasKey(env []string, key string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, key+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+func openEvidence(stateDir string) (*os.File, error) {
+	if stateDir == "" {
+		return nil, nil
+	}
+	path := filepath.Join(stateDir, fmt.Sprintf("claude-%d.jsonl", time.Now().UnixNano()))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("claude: create evidence file: %w", err)
+	}
+	return f, nil
+}
+
+type writer interface{ Write([]byte) (int, error) }
+
+func writerOrNil(f *os.File) writer {
+	if f == nil {
+		return nil
+	}
+	return f
+}
+
+type process struct {
+	p        *ptyrun.Process
+	m        *mapper
+	evidence *os.File
+	resume   string // the token this turn was started with
+
+	once sync.Once
+	res  agents.TurnResult
+}
+
+func (p *process) Kill() error { return p.p.Kill() }
+
+// Input: stream-json output with a prompt argument takes no terminal input.
+func (p *process) Input([]byte) error { return agents.ErrNoInput }
+
+func (p *process) Wait() agents.TurnResult {
+	r := p.p.Wait()
+	p.once.Do(func() {
+		if p.evidence != nil {
+			p.evidence.Close()
+		}
+		p.res = p.result(r)
+	})
+	return p.res
+}
+
+// result decides how the turn ended. The mapper's state is final: every
+// line was handled before Wait returned.
+func (p *process) result(r ptyrun.Result) agents.TurnResult {
+	m := p.m
+	res := agents.TurnResult{ExitCode: r.ExitCode, AgentSessionID: m.sessionID, Resume: m.sessionID}
+	if r.Signal != 0 {
+		res.ExitCode = 128 + int(r.Signal)
+	}
+	if res.Resume == "" {
+		// It died before saying which session it was; the previous token
+		// still continues the conversation.
+		res.Resume, res.AgentSessionID = p.resume, p.resume
+	}
+	switch {
+	case r.Killed:
+		res.Err = fmt.Errorf("claude: %w", ptyrun.ErrKilled)
+	case m.failure != nil:
+		res.Err = m.failure
+	case r.Err != nil:
+		res.Err = fmt.Errorf("claude %s%s", r.Err, stderrNote(r.Stderr, m.sessionID == ""))
+	case !m.gotResult:
+		res.Err = fmt.Errorf("claude ended without a result%s", stderrNote(r.Stderr, m.sessionID == ""))
+	}
+	return res
+}
+
+// stderrNote adds the end of stderr to an error, which is where Claude Code
+// says why it could not start.
+func stderrNote(stderr string, beforeStart bool) string {
+	s := strings.TrimSpace(stderr)
+	if s == "" {
+		if beforeStart {
+			return " before it started a session (no output)"
+		}
+		return ""
+	}
+	if len(s) > 2000 {
+		s = "..." + s[len(s)-2000:]
+	}
+	if beforeStart {
+		return " before it started a session: " + s
+	}
+	return ": " + s
+}
