@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -41,6 +42,9 @@ const (
 	// appendQueue is how many append requests may wait for the appender
 	// before producers block: back-pressure instead of an unbounded queue.
 	appendQueue = 4096
+	// insertChunk is how many rows one INSERT statement carries: per-statement
+	// overhead (bind, step, halt) dominates single-row inserts.
+	insertChunk = 128
 )
 
 // appendReq is one caller's events travelling through the appender. All
@@ -62,6 +66,13 @@ type appender struct {
 	// its only user. Entries are dropped when a batch fails, so a rolled-back
 	// seq is never skipped over.
 	lastSeq map[string]int64
+
+	// inserts holds the multi-row INSERT statements by row count.
+	inserts map[int]*sql.Stmt
+
+	// sinceCheckpoint counts bytes committed since the last checkpoint
+	// request; the appender goroutine is its only user.
+	sinceCheckpoint int
 
 	batches atomic.Int64
 	events  atomic.Int64
@@ -198,12 +209,17 @@ func (s *Store) commitBatch(batch []*appendReq) {
 		return
 	}
 	var events int64
+	var bytes int
 	for _, r := range batch {
 		if r.err == nil {
 			events += int64(len(r.out))
+			for _, e := range r.out {
+				bytes += len(e.Data) + len(e.SessionID) + len(e.Kind)
+			}
 		}
 		close(r.done)
 	}
+	s.requestCheckpoint(bytes)
 	s.app.batches.Add(1)
 	s.app.events.Add(events)
 	ids := make([]string, 0, len(touched))
@@ -219,14 +235,36 @@ func (s *Store) writeBatch(batch []*appendReq) (touched map[string]struct{}, err
 	touched = make(map[string]struct{})
 	// The appender's context is only cancelled after it has drained, so an
 	// accepted request is never abandoned half-way by Close.
-	ctx := s.ctx
+	// A cancellable context would make the driver start a watcher goroutine
+	// per statement; the appender is never cancelled mid-batch anyway.
+	ctx := context.Background()
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return touched, fmt.Errorf("append: begin: %w", err)
 	}
 	defer tx.Rollback()
-	ins := tx.StmtContext(ctx, s.insertEvent)
-	defer ins.Close()
+	var rows []any // pending insert arguments, flushed insertChunk rows at a time
+	// flush writes the pending rows with the largest statements that fit.
+	txIns := make(map[int]*sql.Stmt, len(s.app.inserts))
+	flush := func() error {
+		for off := 0; off < len(rows); {
+			n := insertChunk
+			for n*5 > len(rows)-off {
+				n /= 2
+			}
+			st := txIns[n]
+			if st == nil {
+				st = tx.StmtContext(ctx, s.app.inserts[n])
+				txIns[n] = st
+			}
+			if _, err := st.ExecContext(ctx, rows[off:off+n*5]...); err != nil {
+				return fmt.Errorf("append: insert: %w", err)
+			}
+			off += n * 5
+		}
+		rows = rows[:0]
+		return nil
+	}
 	for _, r := range batch {
 		if err := s.loadSeqs(ctx, tx, r); err != nil {
 			if errors.Is(err, ErrNotFound) {
@@ -241,16 +279,41 @@ func (s *Store) writeBatch(batch []*appendReq) (touched map[string]struct{}, err
 			s.app.lastSeq[e.SessionID] = seq
 			touched[e.SessionID] = struct{}{}
 			ts := e.TS.UTC()
-			if _, err := ins.ExecContext(ctx, e.SessionID, seq, nanos(ts), e.Kind, []byte(e.Data)); err != nil {
-				return touched, fmt.Errorf("append: insert %s #%d: %w", e.SessionID, seq, err)
+			rows = append(rows, e.SessionID, seq, nanos(ts), e.Kind, []byte(e.Data))
+			if len(rows) == insertChunk*5 {
+				if err := flush(); err != nil {
+					return touched, err
+				}
 			}
 			r.out[i] = Event{SessionID: e.SessionID, Seq: seq, TS: ts, Kind: e.Kind, Data: e.Data}
+		}
+	}
+	if len(rows) > 0 {
+		if err := flush(); err != nil {
+			return touched, err
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return touched, fmt.Errorf("append: commit: %w", err)
 	}
 	return touched, nil
+}
+
+// prepareInserts prepares the multi-row INSERTs, one per power of two up to
+// insertChunk, so any row count is at most log2(insertChunk)+1 statements.
+// They must exist before the appender runs: preparing inside a batch would
+// wait for the writer connection the batch's own transaction holds.
+func (s *Store) prepareInserts(ctx context.Context) error {
+	for n := 1; n <= insertChunk; n *= 2 {
+		q := `INSERT INTO events (session_id, seq, ts, kind, data) VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?),", n), ",")
+		st, err := s.writer.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("prepare insert of %d rows: %w", n, err)
+		}
+		s.app.inserts[n] = st
+	}
+	return nil
 }
 
 // loadSeqs makes sure lastSeq knows every session of r, reading the committed
@@ -339,3 +402,4 @@ func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
 	}
 	return last.Int64, nil
 }
+

@@ -47,6 +47,10 @@ type Store struct {
 	path   string
 	writer *sql.DB // exactly one connection: every write is serialized here
 	reader *sql.DB // query_only pool for concurrent readers
+	ckpt   *sql.DB // one connection for background checkpoints
+
+	ckptSignal chan struct{}
+	ckptDone   chan struct{}
 
 	// ctx bounds the store's own goroutines; cancel ends them at Close.
 	ctx    context.Context
@@ -54,7 +58,6 @@ type Store struct {
 
 	app          *appender
 	watchers     watchHub
-	insertEvent  *sql.Stmt // prepared on writer
 	selectEvents *sql.Stmt // prepared on reader
 
 	// closeMu guards closed and the closing of app.ch against senders.
@@ -95,20 +98,29 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
 
-	s := &Store{path: opts.Path, writer: writer}
+	s := &Store{path: opts.Path, writer: writer, app: &appender{
+		ch:      make(chan *appendReq, appendQueue),
+		done:    make(chan struct{}),
+		lastSeq: make(map[string]int64),
+		inserts: make(map[int]*sql.Stmt),
+	}}
 	if err := s.init(ctx, opts); err != nil {
+		for _, st := range s.app.inserts {
+			st.Close()
+		}
 		writer.Close()
 		if s.reader != nil {
 			s.reader.Close()
 		}
+		if s.ckpt != nil {
+			s.ckpt.Close()
+		}
 		return nil, fmt.Errorf("open store %s: %w", opts.Path, err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.app = &appender{
-		ch:      make(chan *appendReq, appendQueue),
-		done:    make(chan struct{}),
-		lastSeq: make(map[string]int64),
-	}
+	s.ckptSignal = make(chan struct{}, 1)
+	s.ckptDone = make(chan struct{})
+	go s.runCheckpointer(s.ckpt)
 	go s.runAppender()
 	return s, nil
 }
@@ -139,9 +151,14 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 	if err := reader.PingContext(ctx); err != nil {
 		return err
 	}
-	if s.insertEvent, err = s.writer.PrepareContext(ctx,
-		`INSERT INTO events (session_id, seq, ts, kind, data) VALUES (?, ?, ?, ?, ?)`); err != nil {
-		return fmt.Errorf("prepare insert: %w", err)
+	ckpt, err := sql.Open("sqlite", dsn(opts.Path, false))
+	if err != nil {
+		return err
+	}
+	ckpt.SetMaxOpenConns(1)
+	s.ckpt = ckpt
+	if err := s.prepareInserts(ctx); err != nil {
+		return err
 	}
 	if s.selectEvents, err = s.reader.PrepareContext(ctx,
 		`SELECT seq, ts, kind, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`); err != nil {
@@ -162,6 +179,7 @@ func dsn(path string, readOnly bool) string {
 		q.Add("_pragma", "query_only(1)")
 	} else {
 		q.Set("_txlock", "immediate")
+		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", writerAutoCheckpoint))
 	}
 	return path + "?" + q.Encode()
 }
@@ -189,7 +207,12 @@ func (s *Store) Close() error {
 		s.closeMu.Unlock()
 		<-s.app.done
 		s.cancel()
-		s.closeErr = errors.Join(s.insertEvent.Close(), s.selectEvents.Close(), s.reader.Close(), s.writer.Close())
+		<-s.ckptDone
+		errs := []error{s.selectEvents.Close()}
+		for _, st := range s.app.inserts {
+			errs = append(errs, st.Close())
+		}
+		s.closeErr = errors.Join(append(errs, s.ckpt.Close(), s.reader.Close(), s.writer.Close())...)
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("close store: %w", s.closeErr)
 		}

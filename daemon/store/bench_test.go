@@ -1,0 +1,216 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// payload256 is a 256-byte JSON event body, the size the goals are stated in.
+var payload256 = json.RawMessage(`{"text":"` + strings.Repeat("x", 256-len(`{"text":""}`)) + `"}`)
+
+func benchSessions(b *testing.B, s *Store, n int) []string {
+	b.Helper()
+	d := newDir(b, s, "/bench")
+	ids := make([]string, n)
+	for i := range ids {
+		sess, err := s.CreateSession(context.Background(), NewSession{DirectoryID: d.ID, Agent: "shell"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = sess.ID
+	}
+	return ids
+}
+
+// BenchmarkAppend measures durable appends of 256-byte events from many
+// concurrent producers, each blocking until its event is fsynced.
+func BenchmarkAppend(b *testing.B) {
+	for _, producers := range []int{64, 256, 1024} {
+		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
+			s := openTest(b)
+			sessions := benchSessions(b, s, 1)
+			ctx := context.Background()
+			var next atomic.Int64
+			before := s.Stats()
+			b.SetBytes(int64(len(payload256)))
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for p := range producers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					sid := sessions[p%len(sessions)]
+					for next.Add(1) <= int64(b.N) {
+						if _, err := s.Append(ctx, sid, "terminal-output", payload256); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			st := s.Stats()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+			b.ReportMetric(float64(st.Events-before.Events)/float64(max(st.Batches-before.Batches, 1)), "events/fsync")
+		})
+	}
+}
+
+// BenchmarkAppendMany is the batched producer: each call hands over 32 events
+// (what a PTY reader has buffered, say) and blocks until they are durable.
+func BenchmarkAppendMany(b *testing.B) {
+	const chunk = 32
+	for _, producers := range []int{16, 64} {
+		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
+			s := openTest(b)
+			sessions := benchSessions(b, s, 1)
+			ctx := context.Background()
+			var next atomic.Int64
+			before := s.Stats()
+			b.SetBytes(int64(len(payload256)))
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for p := range producers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					in := make([]EventInput, chunk)
+					for i := range in {
+						in[i] = EventInput{SessionID: sessions[p%len(sessions)], Kind: "terminal-output", Data: payload256}
+					}
+					for {
+						n := next.Add(chunk)
+						if n-chunk >= int64(b.N) {
+							return
+						}
+						k := min(int64(chunk), int64(b.N)-(n-chunk))
+						if _, err := s.AppendMany(ctx, in[:k]); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			st := s.Stats()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+			b.ReportMetric(float64(st.Events-before.Events)/float64(max(st.Batches-before.Batches, 1)), "events/fsync")
+		})
+	}
+}
+
+// BenchmarkReplay reads a stored log from a sequence number in pages, the way
+// Follow and `logs --last-seq` do.
+func BenchmarkReplay(b *testing.B) {
+	const stored = 100_000
+	s := openTest(b)
+	sid := benchSessions(b, s, 1)[0]
+	ctx := context.Background()
+	in := make([]EventInput, 1024)
+	for i := range in {
+		in[i] = EventInput{SessionID: sid, Kind: "terminal-output", Data: payload256}
+	}
+	for n := 0; n < stored; n += len(in) {
+		if _, err := s.AppendMany(ctx, in[:min(len(in), stored-n)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(payload256)))
+	b.ResetTimer()
+	start := time.Now()
+	read := 0
+	cursor := int64(stored / 10) // replay "from a sequence number", not from the start
+	for read < b.N {
+		evs, err := s.Events(ctx, sid, cursor, followPage)
+		if err != nil {
+			b.Fatal(err)
+		}
+		read += len(evs)
+		if len(evs) < followPage {
+			cursor = stored / 10
+		} else {
+			cursor = evs[len(evs)-1].Seq
+		}
+	}
+	elapsed := time.Since(start)
+	b.ReportMetric(float64(read)/elapsed.Seconds(), "events/s")
+}
+
+// BenchmarkFollowLatency measures how long after an event is produced a live
+// follower has it: from the Append call (includes the fsync) and from the
+// Append return (the store's notification path alone).
+func BenchmarkFollowLatency(b *testing.B) {
+	s := openTest(b)
+	sid := benchSessions(b, s, 1)[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := make([]time.Time, b.N+1)
+	returns := make([]time.Time, b.N+1)
+	fromCall := make([]time.Duration, 0, b.N)
+	fromReturn := make([]time.Duration, 0, b.N)
+	var mu sync.Mutex // orders the producer's writes to returns before the follower reads them
+	got := make(chan struct{}, 1)
+	followDone := make(chan error, 1)
+	go func() {
+		followDone <- s.Follow(ctx, sid, 0, func(e Event) error {
+			now := time.Now()
+			mu.Lock()
+			fromCall = append(fromCall, now.Sub(calls[e.Seq]))
+			if !returns[e.Seq].IsZero() {
+				fromReturn = append(fromReturn, now.Sub(returns[e.Seq]))
+			} else {
+				fromReturn = append(fromReturn, 0) // arrived before Append even returned
+			}
+			n := len(fromCall)
+			mu.Unlock()
+			if n == b.N {
+				got <- struct{}{}
+			}
+			return nil
+		})
+	}()
+	b.ResetTimer()
+	for i := 1; i <= b.N; i++ {
+		mu.Lock()
+		calls[i] = time.Now()
+		mu.Unlock()
+		e, err := s.Append(ctx, sid, "agent-message", payload256)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mu.Lock()
+		returns[e.Seq] = time.Now()
+		mu.Unlock()
+	}
+	select {
+	case <-got:
+	case err := <-followDone:
+		b.Fatalf("follow ended: %v", err)
+	case <-time.After(30 * time.Second):
+		b.Fatal("follower did not receive every event")
+	}
+	b.StopTimer()
+	cancel()
+	pct := func(ds []time.Duration, p float64) float64 {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return float64(s[min(len(s)-1, int(float64(len(s))*p))].Microseconds())
+	}
+	b.ReportMetric(pct(fromReturn, 0.50), "p50-after-return-µs")
+	b.ReportMetric(pct(fromReturn, 0.99), "p99-after-return-µs")
+	b.ReportMetric(pct(fromCall, 0.50), "p50-after-call-µs")
+	b.ReportMetric(pct(fromCall, 0.99), "p99-after-call-µs")
+}
