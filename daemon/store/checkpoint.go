@@ -50,4 +50,3 @@ func (s *Store) requestCheckpoint(committedBytes int) {
 	default: // one is already pending
 	}
 }
-

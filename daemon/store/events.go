@@ -402,4 +402,3 @@ func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
 	}
 	return last.Int64, nil
 }
-
