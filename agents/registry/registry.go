@@ -13,6 +13,7 @@ import (
 
 	"reeve.dev/reeve/agents"
 	"reeve.dev/reeve/agents/claude"
+	"reeve.dev/reeve/agents/codex"
 	"reeve.dev/reeve/agents/custom"
 	"reeve.dev/reeve/agents/shell"
 )
@@ -44,9 +45,10 @@ func New(o Options) *Registry {
 	if o.LookPath == nil {
 		o.LookPath = exec.LookPath
 	}
-	r := &Registry{preferred: []string{claude.ID}, fallback: shell.ID}
+	r := &Registry{preferred: []string{claude.ID, codex.ID}, fallback: shell.ID}
 	r.adapters = append(r.adapters,
 		claude.New(claude.Options{Getenv: o.Getenv, LookPath: o.LookPath}),
+		codex.New(codex.Options{Getenv: o.Getenv, LookPath: o.LookPath}),
 	)
 	r.adapters = append(r.adapters, shell.New(shell.Options{Getenv: o.Getenv, LookPath: o.LookPath}))
 	if co, ok := custom.FromEnv(o.Getenv); ok {

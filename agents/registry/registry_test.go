@@ -90,3 +90,49 @@ func TestCustomAgentRegistration(t *testing.T) {
 		t.Fatal("custom agent shadowed shell")
 	}
 }
+
+// Default is the first installed of claude and codex, otherwise shell; an
+// agent that is installed but broken is passed over.
+func TestDefaultSelection(t *testing.T) {
+	ctx := context.Background()
+	claudeExe := script(t, "claude", "2.1.329 (Claude Code)")
+	codexExe := script(t, "codex", "codex-cli 0.169.0")
+	brokenExe := filepath.Join(t.TempDir(), "claude")
+	if err := os.WriteFile(brokenExe, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		m    fakeMachine
+		want string
+	}{
+		{"nothing installed", fakeMachine{}, "shell"},
+		{"codex only", fakeMachine{bin: map[string]string{"codex": codexExe}}, "codex"},
+		{"both", fakeMachine{bin: map[string]string{"codex": codexExe, "claude": claudeExe}}, "claude"},
+		{"claude via REEVE_CLAUDE_PATH", fakeMachine{env: map[string]string{"REEVE_CLAUDE_PATH": claudeExe}}, "claude"},
+		{"claude broken, codex fine", fakeMachine{bin: map[string]string{"codex": codexExe, "claude": brokenExe}}, "codex"},
+		{"custom agent is never the default", fakeMachine{env: map[string]string{custom.EnvCommand: "/bin/cat"}}, "shell"},
+	}
+	for _, c := range cases {
+		a, err := c.m.registry().Default(ctx)
+		if err != nil || a.ID() != c.want {
+			t.Errorf("%s: Default = %v, %v; want %s", c.name, a, err, c.want)
+		}
+	}
+
+	r := fakeMachine{bin: map[string]string{"codex": codexExe}}.registry()
+	infos := r.List(ctx)
+	var ids []string
+	for _, in := range infos {
+		ids = append(ids, in.ID)
+	}
+	if strings.Join(ids, ",") != "claude,codex,shell" {
+		t.Fatalf("List ids %v", ids)
+	}
+	if infos[0].Installed || infos[0].Problem == "" {
+		t.Errorf("claude %+v: want not installed, with a problem", infos[0])
+	}
+	if !infos[1].Installed || infos[1].Version != "0.169.0" || infos[1].Path != codexExe {
+		t.Errorf("codex %+v", infos[1])
+	}
+}

@@ -1,0 +1,239 @@
+// Package codex is the adapter for OpenAI's Codex CLI run headless: one
+// `codex exec --json` process per turn (`codex exec resume <thread_id>` for
+// the next ones), its JSONL events mapped onto session updates.
+package codex
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"reeve.dev/reeve/agents"
+	"reeve.dev/reeve/agents/ptyrun"
+)
+
+// ID is the adapter id.
+const ID = "codex"
+
+// EnvPath overrides the executable (default: codex on PATH).
+const EnvPath = "REEVE_CODEX_PATH"
+
+// ModeBypass is the only permission mode until the hook bridge exists: the
+// workspace-write sandbox, and no approvals (codex exec never asks).
+const ModeBypass = "bypass"
+
+// Sandbox is the sandbox every turn runs in: the agent may write in its
+// working directory and nowhere else.
+const Sandbox = "workspace-write"
+
+// Options configures the adapter.
+type Options struct {
+	// Getenv reads EnvPath; default os.Getenv.
+	Getenv func(string) string
+	// LookPath finds codex on PATH; default exec.LookPath.
+	LookPath func(string) (string, error)
+}
+
+// Adapter runs Codex.
+type Adapter struct {
+	o        Options
+	versions ptyrun.VersionCache
+}
+
+var _ agents.Adapter = (*Adapter)(nil)
+
+// New returns the Codex adapter.
+func New(o Options) *Adapter {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.LookPath == nil {
+		o.LookPath = exec.LookPath
+	}
+	// "codex-cli 0.169.0"
+	return &Adapter{o: o, versions: ptyrun.VersionCache{Parse: func(out string) string {
+		f := strings.Fields(out)
+		if len(f) == 0 {
+			return ""
+		}
+		return f[len(f)-1]
+	}}}
+}
+
+// ID is "codex".
+func (a *Adapter) ID() string { return ID }
+
+// Describe finds the executable and asks it for its version (once per
+// executable file).
+func (a *Adapter) Describe(ctx context.Context) agents.Info {
+	info := agents.Info{ID: ID, Provider: "openai", Structured: true, Resumable: true}
+	path, err := a.find()
+	if err != nil {
+		info.Problem = err.Error()
+		return info
+	}
+	info.Installed, info.Path = true, path
+	v, err := a.versions.Get(ctx, path)
+	if err != nil {
+		info.Problem = err.Error()
+	}
+	info.Version = v
+	return info
+}
+
+func (a *Adapter) find() (string, error) {
+	if p := a.o.Getenv(EnvPath); p != "" {
+		path, err := a.o.LookPath(p)
+		if err != nil {
+			return "", fmt.Errorf("%s=%s: %w", EnvPath, p, err)
+		}
+		return path, nil
+	}
+	path, err := a.o.LookPath("codex")
+	if err != nil {
+		return "", fmt.Errorf("codex is not installed (not on PATH; set %s to use another executable)", EnvPath)
+	}
+	return path, nil
+}
+
+// Args is the command line (after the program name) for a turn.
+func Args(t agents.Turn) []string {
+	var args []string
+	if t.Resume == "" {
+		args = []string{"exec", "--json", "--skip-git-repo-check", "-s", Sandbox}
+	} else {
+		// exec resume has no -s; the sandbox is a config override there.
+		args = []string{"exec", "resume", "--json", "--skip-git-repo-check", "-c", fmt.Sprintf("sandbox_mode=%q", Sandbox)}
+	}
+	if t.Model != "" {
+		args = append(args, "-m", t.Model)
+	}
+	// "--" so that a prompt starting with "-" is not taken for a flag.
+	args = append(args, "--")
+	if t.Resume != "" {
+		args = append(args, t.Resume)
+	}
+	return append(args, t.Prompt)
+}
+
+// StartTurn runs one `codex exec` process. Stdout is a pipe of JSONL
+// events, each kept in <StateDir>/codex-<start-unix-nanos>.jsonl and mapped
+// onto events; stderr is kept for the error of a failed run.
+func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit) (agents.Process, error) {
+	if t.Mode != "" && t.Mode != ModeBypass {
+		return nil, fmt.Errorf("codex: permission mode %q is not supported yet (only %q)", t.Mode, ModeBypass)
+	}
+	path, err := a.find()
+	if err != nil {
+		return nil, err
+	}
+	evidence, err := openEvidence(t.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	m := &mapper{emit: emit, model: t.Model}
+	var raw io.Writer
+	if evidence != nil {
+		raw = evidence
+	}
+	p, err := ptyrun.StartPipe(ctx, ptyrun.PipeOptions{
+		Path: path, Args: Args(t), Dir: t.Dir, Env: t.Env,
+		Line: m.line,
+		Raw:  raw,
+	})
+	if err != nil {
+		if evidence != nil {
+			evidence.Close()
+		}
+		return nil, fmt.Errorf("codex: %w", err)
+	}
+	return &process{p: p, m: m, evidence: evidence, resume: t.Resume}, nil
+}
+
+func openEvidence(stateDir string) (*os.File, error) {
+	if stateDir == "" {
+		return nil, nil
+	}
+	path := filepath.Join(stateDir, fmt.Sprintf("codex-%d.jsonl", time.Now().UnixNano()))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("codex: create evidence file: %w", err)
+	}
+	return f, nil
+}
+
+type process struct {
+	p        *ptyrun.Process
+	m        *mapper
+	evidence *os.File
+	resume   string
+
+	once sync.Once
+	res  agents.TurnResult
+}
+
+func (p *process) Kill() error { return p.p.Kill() }
+
+// Input: codex exec reads its prompt once and takes no terminal input.
+func (p *process) Input([]byte) error { return agents.ErrNoInput }
+
+func (p *process) Wait() agents.TurnResult {
+	r := p.p.Wait()
+	p.once.Do(func() {
+		if p.evidence != nil {
+			p.evidence.Close()
+		}
+		p.res = p.result(r)
+	})
+	return p.res
+}
+
+// result decides how the turn ended; every line has been mapped by now.
+func (p *process) result(r ptyrun.Result) agents.TurnResult {
+	m := p.m
+	res := agents.TurnResult{ExitCode: r.ExitCode, AgentSessionID: m.threadID, Resume: m.threadID}
+	if r.Signal != 0 {
+		res.ExitCode = 128 + int(r.Signal)
+	}
+	if res.Resume == "" {
+		res.Resume, res.AgentSessionID = p.resume, p.resume
+	}
+	switch {
+	case r.Killed:
+		res.Err = fmt.Errorf("codex: %w", ptyrun.ErrKilled)
+	case m.failure != nil:
+		res.Err = m.failure
+	case r.Err != nil:
+		res.Err = fmt.Errorf("codex %s%s", r.Err, stderrNote(r.Stderr, m.threadID == ""))
+	case !m.completed && m.lastError != "":
+		res.Err = fmt.Errorf("codex: %s", m.lastError)
+	case !m.completed:
+		res.Err = fmt.Errorf("codex ended without completing the turn%s", stderrNote(r.Stderr, m.threadID == ""))
+	}
+	return res
+}
+
+// stderrNote adds the end of stderr to an error: Codex says there why it
+// could not start.
+func stderrNote(stderr string, beforeStart bool) string {
+	s := strings.TrimSpace(stderr)
+	if s == "" {
+		if beforeStart {
+			return " before it started a thread (no output)"
+		}
+		return ""
+	}
+	if len(s) > 2000 {
+		s = "..." + s[len(s)-2000:]
+	}
+	if beforeStart {
+		return " before it started a thread: " + s
+	}
+	return ": " + s
+}
