@@ -75,4 +75,3 @@ func readClaude(path string) (Session, bool) {
 	s.StartedAt = s.StartedAt.UTC()
 	return s, true
 }
-
