@@ -201,7 +201,12 @@ func TestCustomKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(ev.output(t), "up") {
+		if time.Now().After(deadline) {
+			p.Kill()
+			t.Fatalf("no output: %q", ev.output(t))
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	if err := p.Kill(); err != nil {
