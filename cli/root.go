@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -58,6 +59,10 @@ func Execute(ctx context.Context, env *Env, args []string) int {
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
+	}
+	// cobra checks required flags itself and returns a plain error.
+	if strings.HasPrefix(err.Error(), "required flag(s)") {
+		err = &ExitError{Code: ExitUsage, Err: err}
 	}
 	var silent errSilent
 	if !errors.As(err, &silent) {

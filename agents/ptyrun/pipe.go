@@ -64,7 +64,9 @@ func StartPipe(ctx context.Context, o PipeOptions) (*Process, error) {
 	cmd := exec.Command(o.Path, o.Args...)
 	cmd.Dir, cmd.Env = o.Dir, o.Env
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: an agent must not outlive a daemon worker that was killed
+	// outright; nothing would record or stop it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 
 	drain := orDefault(o.DrainTimeout, DefaultDrainTimeout)
 	lines := &lineSplitter{line: o.Line, max: o.MaxLine}

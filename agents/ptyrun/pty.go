@@ -63,7 +63,9 @@ func Start(ctx context.Context, o Options) (*Process, error) {
 	cmd.Dir = o.Dir
 	cmd.Env = withTerm(o.Env)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	// Pdeathsig: an agent must not outlive a daemon worker that was killed
+	// outright; nothing would record or stop it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
 
 	emit := o.Emit
 	if emit == nil {

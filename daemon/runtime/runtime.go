@@ -17,6 +17,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"reeve.dev/reeve/agents/registry"
 	"reeve.dev/reeve/daemon/config"
 	"reeve.dev/reeve/daemon/control"
 	"reeve.dev/reeve/daemon/home"
@@ -87,6 +88,16 @@ func run(ctx context.Context, opts Options) error {
 	}
 	defer st.Close()
 
+	mgr, err := NewManager(ctx, ManagerOptions{
+		Store: st, Agents: registry.New(registry.Options{}), Home: opts.Home,
+		DefaultAgent: launch.DefaultAgent, Env: os.Environ(), Log: opts.Log,
+	})
+	if err != nil {
+		return &FatalError{err}
+	}
+	// Runs before st.Close (deferred earlier): ending turns are recorded.
+	defer mgr.Close()
+
 	ln, err := bind(listen)
 	if err != nil {
 		return &FatalError{err}
@@ -104,6 +115,10 @@ func run(ctx context.Context, opts Options) error {
 		AllowedOrigins: launch.AllowedOrigins,
 		BoundPort:      boundPort,
 		Token:          token,
+		Sessions:       mgr,
+		Log:            st,
+		Discover:       mgr.Discover,
+		DaemonID:       id.DaemonID,
 		Health: func(ctx context.Context) wire.Health {
 			n, _ := st.CountActiveSessions(ctx)
 			return wire.Health{

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"reeve.dev/reeve/agents"
+	"reeve.dev/reeve/agents/discovery"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/store"
 	"reeve.dev/reeve/daemon/wire"
@@ -36,7 +37,7 @@ func (e *SessionError) Error() string { return e.Err.Error() }
 
 // ErrorCode is the protocol error code of the failure.
 func (e *SessionError) ErrorCode() string { return e.Code }
-func (e *SessionError) Unwrap() error { return e.Err }
+func (e *SessionError) Unwrap() error     { return e.Err }
 
 func sessionErr(code, format string, args ...any) error {
 	return &SessionError{Code: code, Err: fmt.Errorf(format, args...)}
@@ -500,4 +501,45 @@ func (m *Manager) toInfo(ctx context.Context, s store.Session, dirs map[string]s
 		Prompt: s.Prompt, Status: string(s.Status), StatusReason: s.StatusReason,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, EndedAt: s.EndedAt, LastSeq: last,
 	}
+}
+
+// Discover lists sessions the agents ran outside reeve, leaving out the ones
+// reeve ran itself.
+func (m *Manager) Discover(ctx context.Context) ([]wire.DiscoveredInfo, error) {
+	ours := map[string]bool{}
+	sessions, err := m.opts.Store.ListSessions(ctx, store.SessionFilter{})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range sessions {
+		var mf wire.Manifest
+		if json.Unmarshal(s.Manifest, &mf) == nil && mf.AgentSessionID != "" {
+			ours[mf.Agent+"/"+mf.AgentSessionID] = true
+		}
+	}
+	found, err := discovery.Scan(ctx, discovery.Options{
+		CodexHome: envValue(m.opts.Env, "CODEX_HOME"),
+		Exclude:   func(agent, id string) bool { return ours[agent+"/"+id] },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("discover sessions: %w", err)
+	}
+	out := make([]wire.DiscoveredInfo, 0, len(found))
+	for _, d := range found {
+		out = append(out, wire.DiscoveredInfo{
+			Agent: d.Agent, ID: d.ID, Directory: d.Dir, Title: d.Title, Path: d.Path,
+			StartedAt: d.StartedAt, UpdatedAt: d.UpdatedAt,
+		})
+	}
+	return out, nil
+}
+
+// envValue reads key from an environment list.
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
 }
