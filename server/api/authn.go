@@ -154,15 +154,11 @@ func (s *Server) scope(c *call) error {
 			case auth.KindDaemon, auth.KindRelay:
 				id = c.p.Workspace
 			case auth.KindUser:
-				ms, err := s.st.Memberships(c.ctx(), c.p.UserID)
+				def, err := s.defaultWorkspace(c)
 				if err != nil {
 					return err
 				}
-				if len(ms) == 0 {
-					return forbidden("you are not a member of any workspace")
-				}
-				c.ws, c.role = &ms[0].Workspace, ms[0].Role
-				return nil
+				id = def
 			}
 		}
 	}
@@ -190,6 +186,25 @@ func (s *Server) scope(c *call) error {
 	}
 	c.ws = &ws
 	return nil
+}
+
+// defaultWorkspace is a user's first workspace, the scope of caller-scoped
+// routes without the X-Reeve-Workspace header; cached like roles.
+func (s *Server) defaultWorkspace(c *call) (string, error) {
+	key := "default:" + itoa(c.p.UserID)
+	now := s.opts.Now()
+	if e, ok := s.creds.get(key, now); ok {
+		return e.p.Workspace, nil
+	}
+	ms, err := s.st.Memberships(c.ctx(), c.p.UserID)
+	if err != nil {
+		return "", err
+	}
+	if len(ms) == 0 {
+		return "", forbidden("you are not a member of any workspace")
+	}
+	s.creds.put(key, auth.Principal{Workspace: ms[0].Workspace.ID}, nil, now)
+	return ms[0].Workspace.ID, nil
 }
 
 // role returns the caller's role in a workspace; 403 when not a member.

@@ -40,6 +40,81 @@ type SQLite struct {
 	done   chan struct{}
 	closed sync.Once
 	wg     sync.WaitGroup
+	stmts  sync.Map // query text → *sql.Stmt on read
+	wstmts sync.Map // query text → *sql.Stmt on write
+}
+
+// queryRow runs a read through a prepared statement: parsing SQL costs
+// more than executing these small queries, so each text is prepared once.
+func (s *SQLite) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	st, err := s.prepared(ctx, q)
+	if err != nil {
+		return s.read.QueryRowContext(ctx, q, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (s *SQLite) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := s.prepared(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func (s *SQLite) prepared(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := s.stmts.Load(q); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.read.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := s.stmts.LoadOrStore(q, st); loaded {
+		st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
+}
+
+// hotWrites are prepared on the writer's single connection at open, before
+// the writer holds it in a transaction (preparing later would wait for the
+// connection the transaction itself holds).
+var hotWrites = []string{
+	`SAVEPOINT op`, `ROLLBACK TO op`, `RELEASE op`,
+	sqlInsertRecord, sqlInsertAudit,
+}
+
+const (
+	sqlInsertRecord = `INSERT INTO records (id, workspace_id, collection, natural_key, attributes, created_by, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?) RETURNING seq`
+	sqlInsertAudit  = `INSERT INTO audit (id, workspace_id, actor, action, target, detail, created_at) VALUES (?,?,?,?,?,?,?)`
+)
+
+func (s *SQLite) prepareWrites() error {
+	for _, q := range hotWrites {
+		st, err := s.write.Prepare(q)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", q, err)
+		}
+		s.wstmts.Store(q, st)
+	}
+	return nil
+}
+
+// wstmt returns the prepared hot statement q bound to tx, or nil.
+func (s *SQLite) wstmt(tx *sql.Tx, q string) *sql.Stmt {
+	if st, ok := s.wstmts.Load(q); ok {
+		return tx.Stmt(st.(*sql.Stmt))
+	}
+	return nil
+}
+
+// wexec executes q on tx through a prepared statement when possible.
+func (s *SQLite) wexec(tx *sql.Tx, q string, args ...any) (sql.Result, error) {
+	if st := s.wstmt(tx, q); st != nil {
+		return st.Exec(args...)
+	}
+	return tx.Exec(q, args...)
 }
 
 type writeOp struct {
@@ -91,6 +166,11 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	r.SetMaxOpenConns(8)
 	r.SetMaxIdleConns(8)
 	s := &SQLite{read: r, write: w, queue: make(chan *writeOp, 1024), done: make(chan struct{})}
+	if err := s.prepareWrites(); err != nil {
+		r.Close()
+		w.Close()
+		return nil, err
+	}
 	s.wg.Add(1)
 	go s.writer()
 	return s, nil
@@ -141,6 +221,8 @@ func migrate(ctx context.Context, db *sql.DB) error {
 func (s *SQLite) Close() error {
 	s.closed.Do(func() { close(s.done) })
 	s.wg.Wait()
+	s.stmts.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
+	s.wstmts.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
 	return errors.Join(s.read.Close(), s.write.Close())
 }
 
@@ -205,17 +287,17 @@ func (s *SQLite) commit(batch []*writeOp) {
 		return
 	}
 	for i, op := range batch {
-		if _, err := tx.Exec(`SAVEPOINT op`); err != nil {
+		if _, err := s.wexec(tx, `SAVEPOINT op`); err != nil {
 			results[i] = err
 			continue
 		}
 		if err := op.fn(tx); err != nil {
 			results[i] = err
-			if _, rerr := tx.Exec(`ROLLBACK TO op`); rerr != nil {
+			if _, rerr := s.wexec(tx, `ROLLBACK TO op`); rerr != nil {
 				results[i] = errors.Join(err, rerr)
 			}
 		}
-		if _, err := tx.Exec(`RELEASE op`); err != nil && results[i] == nil {
+		if _, err := s.wexec(tx, `RELEASE op`); err != nil && results[i] == nil {
 			results[i] = err
 		}
 	}
@@ -276,8 +358,17 @@ func notFound(err error) error {
 
 func newID() string { return ulid.Make().String() }
 
+// insertAudit writes e inside tx through the prepared statement.
+func (s *SQLite) insertAudit(tx *sql.Tx, e AuditEntry) error {
+	return insertAuditWith(tx, e, func(q string, args ...any) (sql.Result, error) { return s.wexec(tx, q, args...) })
+}
+
 // insertAudit writes e inside tx, filling its id and time.
 func insertAudit(tx *sql.Tx, e AuditEntry) error {
+	return insertAuditWith(tx, e, tx.Exec)
+}
+
+func insertAuditWith(tx *sql.Tx, e AuditEntry, exec func(string, ...any) (sql.Result, error)) error {
 	if e.WorkspaceID == "" && e.Action == "" {
 		return nil // no audit requested
 	}
@@ -287,7 +378,7 @@ func insertAudit(tx *sql.Tx, e AuditEntry) error {
 	if e.CreatedAt.IsZero() {
 		e.CreatedAt = time.Now()
 	}
-	_, err := tx.Exec(`INSERT INTO audit (id, workspace_id, actor, action, target, detail, created_at) VALUES (?,?,?,?,?,?,?)`,
+	_, err := exec(sqlInsertAudit,
 		e.ID, e.WorkspaceID, e.Actor, e.Action, e.Target, rawOrNil(e.Detail), ts(e.CreatedAt))
 	if err != nil {
 		return fmt.Errorf("append audit: %w", err)
@@ -338,16 +429,16 @@ func (s *SQLite) scanUser(row *sql.Row) (User, error) {
 }
 
 func (s *SQLite) User(ctx context.Context, id int64) (User, error) {
-	return s.scanUser(s.read.QueryRowContext(ctx, `SELECT id, email, created_at FROM users WHERE id = ?`, id))
+	return s.scanUser(s.queryRow(ctx, `SELECT id, email, created_at FROM users WHERE id = ?`, id))
 }
 
 func (s *SQLite) UserByEmail(ctx context.Context, email string) (User, error) {
-	return s.scanUser(s.read.QueryRowContext(ctx, `SELECT id, email, created_at FROM users WHERE email = ?`, strings.TrimSpace(email)))
+	return s.scanUser(s.queryRow(ctx, `SELECT id, email, created_at FROM users WHERE email = ?`, strings.TrimSpace(email)))
 }
 
 func (s *SQLite) CountUsers(ctx context.Context) (int, error) {
 	var n int
-	err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM users`).Scan(&n)
+	err := s.queryRow(ctx, `SELECT count(*) FROM users`).Scan(&n)
 	return n, err
 }
 
@@ -416,7 +507,7 @@ func (s *SQLite) CreateWorkspace(ctx context.Context, ws Workspace, owner int64)
 }
 
 func (s *SQLite) Workspace(ctx context.Context, id string) (Workspace, error) {
-	w, err := scanWorkspace(s.read.QueryRowContext(ctx, `SELECT `+wsCols+` FROM workspaces WHERE id = ? AND deleted_at IS NULL`, id))
+	w, err := scanWorkspace(s.queryRow(ctx, `SELECT `+wsCols+` FROM workspaces WHERE id = ? AND deleted_at IS NULL`, id))
 	return w, notFound(err)
 }
 
@@ -450,7 +541,7 @@ func (s *SQLite) DeleteWorkspace(ctx context.Context, id string, now time.Time) 
 }
 
 func (s *SQLite) Memberships(ctx context.Context, userID int64) ([]Membership, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT w.id, w.name, w.description, w.labels, w.policy_mode, w.notification_policy, w.budget_policy, w.audit_retention_days, w.created_at, w.updated_at, m.role
+	rows, err := s.query(ctx, `SELECT w.id, w.name, w.description, w.labels, w.policy_mode, w.notification_policy, w.budget_policy, w.audit_retention_days, w.created_at, w.updated_at, m.role
 		FROM members m JOIN workspaces w ON w.id = m.workspace_id WHERE m.user_id = ? AND w.deleted_at IS NULL ORDER BY w.id`, userID)
 	if err != nil {
 		return nil, fmt.Errorf("list memberships: %w", err)
@@ -471,12 +562,12 @@ func (s *SQLite) Memberships(ctx context.Context, userID int64) ([]Membership, e
 
 func (s *SQLite) Role(ctx context.Context, workspaceID string, userID int64) (string, error) {
 	var role string
-	err := s.read.QueryRowContext(ctx, `SELECT role FROM members WHERE workspace_id = ? AND user_id = ?`, workspaceID, userID).Scan(&role)
+	err := s.queryRow(ctx, `SELECT role FROM members WHERE workspace_id = ? AND user_id = ?`, workspaceID, userID).Scan(&role)
 	return role, notFound(err)
 }
 
 func (s *SQLite) Members(ctx context.Context, workspaceID string) ([]Member, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT u.id, u.email, m.role FROM members m JOIN users u ON u.id = m.user_id WHERE m.workspace_id = ? ORDER BY u.id`, workspaceID)
+	rows, err := s.query(ctx, `SELECT u.id, u.email, m.role FROM members m JOIN users u ON u.id = m.user_id WHERE m.workspace_id = ? ORDER BY u.id`, workspaceID)
 	if err != nil {
 		return nil, fmt.Errorf("list members: %w", err)
 	}
@@ -569,12 +660,12 @@ func (s *SQLite) CreateToken(ctx context.Context, t Token) error {
 }
 
 func (s *SQLite) TokenByHash(ctx context.Context, hash string) (Token, error) {
-	t, err := scanToken(s.read.QueryRowContext(ctx, `SELECT `+tokCols+` FROM tokens WHERE hash = ?`, hash))
+	t, err := scanToken(s.queryRow(ctx, `SELECT `+tokCols+` FROM tokens WHERE hash = ?`, hash))
 	return t, notFound(err)
 }
 
 func (s *SQLite) Tokens(ctx context.Context, userID int64, kind string) ([]Token, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT `+tokCols+` FROM tokens WHERE user_id = ? AND kind = ? AND revoked_at IS NULL ORDER BY id`, userID, kind)
+	rows, err := s.query(ctx, `SELECT `+tokCols+` FROM tokens WHERE user_id = ? AND kind = ? AND revoked_at IS NULL ORDER BY id`, userID, kind)
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
 	}
@@ -635,17 +726,17 @@ func (s *SQLite) CreateInstall(ctx context.Context, in Install, audit AuditEntry
 }
 
 func (s *SQLite) InstallByTokenHash(ctx context.Context, hash string) (Install, error) {
-	in, err := scanInstall(s.read.QueryRowContext(ctx, `SELECT `+instCols+` FROM installs WHERE token_hash = ? AND revoked_at IS NULL`, hash))
+	in, err := scanInstall(s.queryRow(ctx, `SELECT `+instCols+` FROM installs WHERE token_hash = ? AND revoked_at IS NULL`, hash))
 	return in, notFound(err)
 }
 
 func (s *SQLite) Install(ctx context.Context, workspaceID, id string) (Install, error) {
-	in, err := scanInstall(s.read.QueryRowContext(ctx, `SELECT `+instCols+` FROM installs WHERE workspace_id = ? AND id = ? AND revoked_at IS NULL`, workspaceID, id))
+	in, err := scanInstall(s.queryRow(ctx, `SELECT `+instCols+` FROM installs WHERE workspace_id = ? AND id = ? AND revoked_at IS NULL`, workspaceID, id))
 	return in, notFound(err)
 }
 
 func (s *SQLite) Installs(ctx context.Context, workspaceID string) ([]Install, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT `+instCols+` FROM installs WHERE workspace_id = ? AND revoked_at IS NULL ORDER BY id`, workspaceID)
+	rows, err := s.query(ctx, `SELECT `+instCols+` FROM installs WHERE workspace_id = ? AND revoked_at IS NULL ORDER BY id`, workspaceID)
 	if err != nil {
 		return nil, fmt.Errorf("list installs: %w", err)
 	}
@@ -725,7 +816,7 @@ func (s *SQLite) CreateRecord(ctx context.Context, r *Record, audit AuditEntry) 
 		r.ID = newID()
 	}
 	return s.exec(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRow(`INSERT INTO records (id, workspace_id, collection, natural_key, attributes, created_by, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?) RETURNING seq`,
+		err := s.wstmt(tx, sqlInsertRecord).QueryRow(
 			r.ID, r.WorkspaceID, r.Collection, nullKey(r.NaturalKey), string(r.Attributes), r.CreatedBy, ts(r.CreatedAt), ts(r.UpdatedAt)).Scan(&r.Seq)
 		if isUniqueViolation(err) {
 			return ErrConflict
@@ -733,17 +824,17 @@ func (s *SQLite) CreateRecord(ctx context.Context, r *Record, audit AuditEntry) 
 		if err != nil {
 			return fmt.Errorf("create record: %w", err)
 		}
-		return insertAudit(tx, audit)
+		return s.insertAudit(tx, audit)
 	})
 }
 
 func (s *SQLite) Record(ctx context.Context, workspaceID, collection, id string) (Record, error) {
-	r, err := scanRecord(s.read.QueryRowContext(ctx, `SELECT `+recCols+` FROM records WHERE id = ? AND workspace_id = ? AND collection = ?`, id, workspaceID, collection))
+	r, err := scanRecord(s.queryRow(ctx, `SELECT `+recCols+` FROM records WHERE id = ? AND workspace_id = ? AND collection = ?`, id, workspaceID, collection))
 	return r, notFound(err)
 }
 
 func (s *SQLite) RecordByKey(ctx context.Context, workspaceID, collection, key string) (Record, error) {
-	r, err := scanRecord(s.read.QueryRowContext(ctx, `SELECT `+recCols+` FROM records WHERE workspace_id = ? AND collection = ? AND natural_key = ?`, workspaceID, collection, key))
+	r, err := scanRecord(s.queryRow(ctx, `SELECT `+recCols+` FROM records WHERE workspace_id = ? AND collection = ? AND natural_key = ?`, workspaceID, collection, key))
 	return r, notFound(err)
 }
 
@@ -752,7 +843,7 @@ func (s *SQLite) Records(ctx context.Context, workspaceID, collection string, op
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
-	rows, err := s.read.QueryContext(ctx, `SELECT `+recCols+` FROM records WHERE workspace_id = ? AND collection = ? AND seq > ? ORDER BY seq LIMIT ?`, workspaceID, collection, opts.After, limit)
+	rows, err := s.query(ctx, `SELECT `+recCols+` FROM records WHERE workspace_id = ? AND collection = ? AND seq > ? ORDER BY seq LIMIT ?`, workspaceID, collection, opts.After, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list records: %w", err)
 	}
@@ -828,7 +919,7 @@ func (s *SQLite) Audit(ctx context.Context, workspaceID string, opts ListOptions
 	if limit <= 0 || limit > 1000 {
 		limit = 100
 	}
-	rows, err := s.read.QueryContext(ctx, `SELECT seq, id, workspace_id, actor, action, target, detail, created_at FROM audit WHERE workspace_id = ? AND seq > ? ORDER BY seq LIMIT ?`, workspaceID, opts.After, limit)
+	rows, err := s.query(ctx, `SELECT seq, id, workspace_id, actor, action, target, detail, created_at FROM audit WHERE workspace_id = ? AND seq > ? ORDER BY seq LIMIT ?`, workspaceID, opts.After, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", err)
 	}
@@ -851,7 +942,7 @@ func (s *SQLite) Audit(ctx context.Context, workspaceID string, opts ListOptions
 
 func (s *SQLite) Secret(ctx context.Context, name string, gen func() ([]byte, error)) ([]byte, error) {
 	var v []byte
-	err := s.read.QueryRowContext(ctx, `SELECT value FROM secrets WHERE name = ?`, name).Scan(&v)
+	err := s.queryRow(ctx, `SELECT value FROM secrets WHERE name = ?`, name).Scan(&v)
 	if err == nil {
 		return v, nil
 	}
