@@ -3,9 +3,11 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -208,6 +210,12 @@ func (s *Store) commitBatch(batch []*appendReq) {
 		}
 		return
 	}
+	// Followers first: they then start reading while the producers wake.
+	ids := make([]string, 0, len(touched))
+	for id := range touched {
+		ids = append(ids, id)
+	}
+	s.watchers.notify(ids...)
 	var events int64
 	var bytes int
 	for _, r := range batch {
@@ -219,14 +227,9 @@ func (s *Store) commitBatch(batch []*appendReq) {
 		}
 		close(r.done)
 	}
-	s.requestCheckpoint(bytes)
 	s.app.batches.Add(1)
 	s.app.events.Add(events)
-	ids := make([]string, 0, len(touched))
-	for id := range touched {
-		ids = append(ids, id)
-	}
-	s.watchers.notify(ids...)
+	s.requestCheckpoint(bytes)
 }
 
 // writeBatch writes and commits one batch. Requests naming an unknown session
@@ -339,53 +342,79 @@ func (s *Store) loadSeqs(ctx context.Context, tx *sql.Tx, r *appendReq) error {
 	return nil
 }
 
+const selectEventsSQL = `SELECT seq, ts, kind, data FROM events
+	WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+
 // Events returns up to limit events of a session with seq > afterSeq, in seq
 // order. limit <= 0 means no limit. An unknown session has no events.
+//
+// Replay is the hot read path (every follower, every `logs`), so it talks to
+// the driver directly: database/sql would copy each row's data a second time
+// and add per-row locking and conversions that cost more than SQLite's step.
 func (s *Store) Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]Event, error) {
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
-	rows, err := s.selectEvents.QueryContext(ctx, sessionID, afterSeq, limit)
+	conn, err := s.reader.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read events of %s: %w", sessionID, err)
 	}
-	defer rows.Close()
-	out := make([]Event, 0, min(max(limit, 16), 1024))
-	var kinds kindInterner
-	for rows.Next() {
-		var e Event
-		var ts int64
-		var kind sql.RawBytes
-		var data []byte
-		if err := rows.Scan(&e.Seq, &ts, &kind, &data); err != nil {
-			return nil, fmt.Errorf("read events of %s: %w", sessionID, err)
+	defer conn.Close()
+	var out []Event
+	err = conn.Raw(func(dc any) error {
+		q, ok := dc.(driver.QueryerContext)
+		if !ok {
+			return fmt.Errorf("driver connection %T cannot query", dc)
 		}
-		e.SessionID = sessionID
-		e.TS = fromNanos(ts)
-		e.Kind = kinds.intern(kind)
-		e.Data = data
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+		// A page is short, so instead of handing ctx to the driver (which
+		// starts an interrupt watcher goroutine per query) we check it
+		// between rows.
+		rows, err := q.QueryContext(context.WithoutCancel(ctx), selectEventsSQL, []driver.NamedValue{
+			{Ordinal: 1, Value: sessionID},
+			{Ordinal: 2, Value: afterSeq},
+			{Ordinal: 3, Value: int64(limit)},
+		})
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		out = make([]Event, 0, min(max(limit, 16), 1024))
+		dest := make([]driver.Value, 4)
+		kinds := make(map[string]string)
+		for {
+			if len(out)%256 == 255 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err := rows.Next(dest); err != nil {
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				return err
+			}
+			seq, ok1 := dest[0].(int64)
+			ts, ok2 := dest[1].(int64)
+			kind, ok3 := dest[2].(string)
+			data, ok4 := dest[3].([]byte) // freshly allocated by the driver: ours to keep
+			if !ok1 || !ok2 || !ok3 || !ok4 {
+				return fmt.Errorf("unexpected column types %T %T %T %T", dest[0], dest[1], dest[2], dest[3])
+			}
+			// One string per distinct kind: a log has a handful of kinds and
+			// millions of events.
+			if k, ok := kinds[kind]; ok {
+				kind = k
+			} else {
+				kinds[kind] = kind
+			}
+			if data == nil {
+				data = []byte{} // SQLite returns an empty blob as NULL pointer
+			}
+			out = append(out, Event{SessionID: sessionID, Seq: seq, TS: fromNanos(ts), Kind: kind, Data: data})
+		}
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read events of %s: %w", sessionID, err)
 	}
 	return out, nil
-}
-
-// kindInterner shares one string per distinct kind within a read: a log has
-// a handful of kinds and millions of events.
-type kindInterner map[string]string
-
-func (k *kindInterner) intern(b []byte) string {
-	if s, ok := (*k)[string(b)]; ok {
-		return s
-	}
-	if *k == nil {
-		*k = make(map[string]string)
-	}
-	s := string(b)
-	(*k)[s] = s
-	return s
 }
 
 // LastSeq returns the highest seq of a session's log, 0 when it is empty.

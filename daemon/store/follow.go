@@ -13,7 +13,7 @@ var ErrStopFollow = errors.New("stop following")
 
 // followPage is how many events Follow reads per query: big enough to make
 // replay cheap, small enough that a slow callback holds little memory.
-const followPage = 512
+const followPage = 1024
 
 // watchHub fans "something changed in session X" out to watchers. A signal
 // carries no data: each watcher owns one slot that coalesces any number of
@@ -21,6 +21,10 @@ const followPage = 512
 type watchHub struct {
 	mu sync.Mutex
 	m  map[string]map[chan struct{}]struct{}
+	// statusGen counts status changes per session made through this store,
+	// so a follower re-reads the session row only when it may have changed
+	// instead of after every wake-up.
+	statusGen map[string]uint64
 }
 
 func (h *watchHub) add(sessionID string) chan struct{} {
@@ -47,6 +51,25 @@ func (h *watchHub) remove(sessionID string, ch chan struct{}) {
 	if len(set) == 0 {
 		delete(h.m, sessionID)
 	}
+}
+
+// statusChanged records a committed status change and wakes the watchers.
+func (h *watchHub) statusChanged(sessionIDs ...string) {
+	h.mu.Lock()
+	if h.statusGen == nil {
+		h.statusGen = make(map[string]uint64)
+	}
+	for _, id := range sessionIDs {
+		h.statusGen[id]++
+	}
+	h.mu.Unlock()
+	h.notify(sessionIDs...)
+}
+
+func (h *watchHub) generation(sessionID string) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.statusGen[sessionID]
 }
 
 func (h *watchHub) notify(sessionIDs ...string) {
@@ -84,7 +107,7 @@ func (s *Store) Watch(sessionID string) (<-chan struct{}, func()) {
 //     before that status change has been delivered (events appended after
 //     the session ended are left to a later Follow or Events call);
 //   - nil when fn returns ErrStopFollow, and fn's error for any other error;
-//   - ctx's error when ctx ends;
+//   - ctx's error when ctx ends, ErrClosed when the store is closed;
 //   - ErrNotFound (wrapped) when the session does not exist.
 func (s *Store) Follow(ctx context.Context, sessionID string, afterSeq int64, fn func(Event) error) error {
 	// Watch before the first read: a commit after this point signals us, and
@@ -109,22 +132,31 @@ func (s *Store) Follow(ctx context.Context, sessionID string, afterSeq int64, fn
 			}
 		}
 	}
+	checked, first := uint64(0), true
 	for {
 		if err := drain(); err != nil {
 			return stopErr(err)
 		}
-		sess, err := s.Session(ctx, sessionID)
-		if err != nil {
-			return fmt.Errorf("follow: %w", err)
-		}
-		if sess.Status.Terminal() {
-			// Events appended before the status change committed before it,
-			// so this last read (started after we saw the status) has them.
-			return stopErr(drain())
+		// The generation is bumped (and then a signal sent) after a status
+		// change commits, so reading it before the row never misses one.
+		if gen := s.watchers.generation(sessionID); first || gen != checked {
+			first, checked = false, gen
+			sess, err := s.Session(ctx, sessionID)
+			if err != nil {
+				return fmt.Errorf("follow: %w", err)
+			}
+			if sess.Status.Terminal() {
+				// Events appended before the status change committed before
+				// it, so this last read (started after we saw the status)
+				// has them.
+				return stopErr(drain())
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("follow %s: %w", sessionID, ctx.Err())
+		case <-s.ctx.Done():
+			return fmt.Errorf("follow %s: %w", sessionID, ErrClosed)
 		case <-signal:
 		}
 	}

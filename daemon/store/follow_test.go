@@ -250,3 +250,22 @@ func TestWatchCoalescesSignals(t *testing.T) {
 		t.Fatal("signalled after cancel")
 	}
 }
+
+func TestCloseEndsFollowers(t *testing.T) {
+	s := openTest(t)
+	sess := newSession(t, s)
+	done := make(chan error, 1)
+	go func() { done <- s.Follow(context.Background(), sess.ID, 0, func(Event) error { return nil }) }()
+	time.Sleep(50 * time.Millisecond) // let it reach the live wait
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("follow ended with %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a live follower outlived Close")
+	}
+}

@@ -180,7 +180,7 @@ func (s *Store) UpdateSessionStatus(ctx context.Context, id string, status Statu
 	} else if n == 0 {
 		return Session{}, fmt.Errorf("update session %s: %w", id, ErrNotFound)
 	}
-	s.watchers.notify(id)
+	s.watchers.statusChanged(id)
 	return s.sessionFrom(ctx, s.writer, id)
 }
 
@@ -233,7 +233,7 @@ func (s *Store) MarkRunningInterrupted(ctx context.Context, reason string) ([]st
 	if err := rows.Close(); err != nil {
 		return nil, fmt.Errorf("mark sessions interrupted: %w", err)
 	}
-	s.watchers.notify(ids...)
+	s.watchers.statusChanged(ids...)
 	return ids, nil
 }
 

@@ -153,6 +153,10 @@ func TestDirectoriesSurviveReopenAndMigrationsAreIdempotent(t *testing.T) {
 		if versions != len(migs) || max != len(migs) {
 			t.Fatalf("schema_version has %d rows, max %d; want %d", versions, max, len(migs))
 		}
+		var pageSize int
+		if err := s.reader.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil || pageSize != 16384 {
+			t.Fatalf("page size %d (%v): the pragma must run before the file is initialised", pageSize, err)
+		}
 		got, err := s.Directory(ctx, d.ID)
 		if err != nil || got != d {
 			t.Fatalf("after reopen: %+v %v", got, err)
