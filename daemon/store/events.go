@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -104,6 +105,9 @@ func (s *Store) AppendMany(ctx context.Context, in []EventInput) ([]Event, error
 	if len(in) > maxBatchEvents {
 		return nil, fmt.Errorf("append: %d events in one call, the limit is %d", len(in), maxBatchEvents)
 	}
+	// Our own copy: defaults are filled in below, and the caller may reuse
+	// its slice as soon as we return.
+	in = slices.Clone(in)
 	now := time.Now()
 	// Validation happens here, on the callers' goroutines, so the single
 	// appender goroutine only writes.
@@ -236,10 +240,9 @@ func (s *Store) commitBatch(batch []*appendReq) {
 // fail alone (r.err set) without failing the batch.
 func (s *Store) writeBatch(batch []*appendReq) (touched map[string]struct{}, err error) {
 	touched = make(map[string]struct{})
-	// The appender's context is only cancelled after it has drained, so an
-	// accepted request is never abandoned half-way by Close.
-	// A cancellable context would make the driver start a watcher goroutine
-	// per statement; the appender is never cancelled mid-batch anyway.
+	// Close cancels the store's context only after the appender has drained,
+	// so a batch is never abandoned half-way; and a cancellable context would
+	// make the driver start a watcher goroutine per statement.
 	ctx := context.Background()
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {

@@ -7,6 +7,14 @@
 // (SQLite allows one writer at a time anyway, and one connection avoids
 // SQLITE_BUSY retries between our own goroutines); reads use a separate pool
 // that WAL lets run concurrently with the writer.
+//
+// Events are appended by a single appender goroutine that group-commits
+// whatever is pending into one transaction (one fsync per batch); Append
+// returns once its event is durable, and followers are signalled only after
+// that, so an event is always persisted before anyone can broadcast it.
+// Followers (Follow, Watch) are paced by the store: they re-read from their
+// own cursor after a coalesced signal, so there is neither a per-follower
+// buffer to overflow nor a gap or duplicate between replay and live events.
 package store
 
 import (
