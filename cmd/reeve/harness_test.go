@@ -45,6 +45,9 @@ type result struct {
 type daemonHome struct {
 	t   *testing.T
 	dir string
+	// env, when set, replaces the test process's environment for every
+	// command (and so for the daemon and its agents).
+	env []string
 }
 
 func newHome(t *testing.T) *daemonHome {
@@ -63,7 +66,7 @@ func (h *daemonHome) run(args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, reeveBin, args...)
-	cmd.Env = append(os.Environ(), "REEVE_HOME="+h.dir)
+	cmd.Env = append(h.baseEnv(), "REEVE_HOME="+h.dir)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -148,4 +151,11 @@ func processRuns(pid int) bool {
 	}
 	i := bytes.LastIndexByte(stat, ')')
 	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+}
+
+func (h *daemonHome) baseEnv() []string {
+	if h.env != nil {
+		return h.env
+	}
+	return os.Environ()
 }

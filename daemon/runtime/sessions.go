@@ -86,11 +86,14 @@ func NewManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recover sessions: %w", err)
 	}
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m := &Manager{opts: opts, ctx: mctx, cancel: cancel, live: map[string]*liveTurn{}, listeners: map[int]func(wire.SessionInfo){}}
 	for _, id := range ids {
 		fmt.Fprintf(opts.Log, "worker: session %s interrupted by a previous worker's end\n", id)
+		// The log says so too; nobody follows yet, the API is not served.
+		m.appendEvent(id, wire.KindStatus, wire.Status{Status: string(store.StatusInterrupted), Reason: "the daemon worker stopped while the session was running"})
 	}
-	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	return &Manager{opts: opts, ctx: mctx, cancel: cancel, live: map[string]*liveTurn{}, listeners: map[int]func(wire.SessionInfo){}}, nil
+	return m, nil
 }
 
 // OnSessionStarted registers fn for every new session; the returned func

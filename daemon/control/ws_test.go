@@ -1,0 +1,336 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"reeve.dev/reeve/daemon/store"
+	"reeve.dev/reeve/daemon/wire"
+)
+
+// fakeSessions serves the protocol from a real store, with the session
+// manager's decisions replaced by func fields.
+type fakeSessions struct {
+	st     *store.Store
+	launch func(wire.LaunchRequest) (wire.SessionInfo, error)
+}
+
+func (f *fakeSessions) Launch(_ context.Context, req wire.LaunchRequest) (wire.SessionInfo, error) {
+	return f.launch(req)
+}
+func (f *fakeSessions) Prompt(context.Context, string, string) error { return nil }
+func (f *fakeSessions) Kill(context.Context, string) error           { return nil }
+func (f *fakeSessions) List(context.Context, wire.ListRequest) ([]wire.SessionInfo, error) {
+	return []wire.SessionInfo{}, nil
+}
+func (f *fakeSessions) Session(ctx context.Context, id string) (wire.SessionInfo, error) {
+	s, err := f.st.Session(ctx, id)
+	if err != nil {
+		return wire.SessionInfo{}, &frameError{code: wire.CodeNotFound, msg: "no session " + id}
+	}
+	last, _ := f.st.LastSeq(ctx, id)
+	return wire.SessionInfo{ID: s.ID, Status: string(s.Status), StatusReason: s.StatusReason, LastSeq: last}, nil
+}
+func (f *fakeSessions) Manifest(context.Context, string) (wire.Manifest, error) {
+	return wire.Manifest{}, nil
+}
+func (f *fakeSessions) OnSessionStarted(func(wire.SessionInfo)) func() { return func() {} }
+
+type wsFixture struct {
+	st  *store.Store
+	url string
+	sid string
+}
+
+func newWSFixture(t *testing.T) *wsFixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{Path: filepath.Join(t.TempDir(), "reeve.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	d, _, err := st.AddDirectory(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := st.CreateSession(ctx, store.NewSession{DirectoryID: d.ID, Agent: "shell", Status: store.StatusRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &fakeSessions{st: st, launch: func(wire.LaunchRequest) (wire.SessionInfo, error) {
+		return wire.SessionInfo{}, &frameError{code: wire.CodeUnknownAgent, msg: "no agent"}
+	}}
+	api := New(Options{
+		Directories: st, Sessions: fs, Log: st,
+		Health: func(context.Context) wire.Health { return wire.Health{Status: "ok"} },
+	})
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	// The test server's port is random; let its Host pass the guard.
+	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
+	api.opts.BoundPort = port
+	*api = *New(api.opts)
+	return &wsFixture{st: st, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws", sid: sess.ID}
+}
+
+type testConn struct {
+	t *testing.T
+	c *websocket.Conn
+}
+
+func (f *wsFixture) dial(t *testing.T, hello bool) *testConn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, f.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(1 << 22)
+	tc := &testConn{t: t, c: c}
+	var h wire.Hello
+	tc.read(&h)
+	if h.Type != wire.TypeHello || h.ProtocolVersion != wire.ProtocolVersion {
+		t.Fatalf("server hello: %+v", h)
+	}
+	if hello {
+		tc.send(wire.Hello{Type: wire.TypeHello, ProtocolVersion: 1, Version: "test"})
+	}
+	return tc
+}
+
+func (tc *testConn) sendRaw(typ websocket.MessageType, b []byte) {
+	tc.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tc.c.Write(ctx, typ, b); err != nil {
+		tc.t.Fatal(err)
+	}
+}
+
+func (tc *testConn) send(v any) {
+	b, _ := json.Marshal(v)
+	tc.sendRaw(websocket.MessageText, b)
+}
+
+func (tc *testConn) readRaw() []byte {
+	tc.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, b, err := tc.c.Read(ctx)
+	if err != nil {
+		tc.t.Fatalf("read: %v", err)
+	}
+	return b
+}
+
+func (tc *testConn) read(v any) {
+	tc.t.Helper()
+	if err := json.Unmarshal(tc.readRaw(), v); err != nil {
+		tc.t.Fatal(err)
+	}
+}
+
+func (tc *testConn) ack() wire.Ack {
+	tc.t.Helper()
+	var a wire.Ack
+	tc.read(&a)
+	if a.Type != wire.TypeAck {
+		tc.t.Fatalf("want an ack, got %+v", a)
+	}
+	return a
+}
+
+func TestProtocolErrorsKeepConnectionOpen(t *testing.T) {
+	f := newWSFixture(t)
+	tc := f.dial(t, false)
+	tc.send(wire.ListRequest{Type: wire.TypeList, ID: "1"})
+	if a := tc.ack(); a.OK || a.ID != "1" || a.Error.Code != wire.CodeHelloRequired {
+		t.Fatalf("request before hello: %+v", a)
+	}
+	tc.send(wire.Hello{Type: wire.TypeHello, ProtocolVersion: 1})
+
+	cases := []struct {
+		name string
+		typ  websocket.MessageType
+		raw  string
+		id   string
+		code string
+	}{
+		{"not json", websocket.MessageText, `{nope`, "", wire.CodeBadFrame},
+		{"array", websocket.MessageText, `[1,2]`, "", wire.CodeBadFrame},
+		{"type not a string", websocket.MessageText, `{"type":7,"id":"x"}`, "", wire.CodeBadFrame},
+		{"binary", websocket.MessageBinary, `{"type":"list","id":"b"}`, "", wire.CodeBadFrame},
+		{"unknown type", websocket.MessageText, `{"type":"teleport","id":"u1"}`, "u1", wire.CodeUnknownType},
+		{"wrong field type", websocket.MessageText, `{"type":"subscribe","id":"w1","session_id":5}`, "w1", wire.CodeBadFrame},
+		{"negative after_seq", websocket.MessageText, `{"type":"subscribe","id":"n1","session_id":"` + f.sid + `","after_seq":-1}`, "n1", wire.CodeBadFrame},
+		{"unknown session", websocket.MessageText, `{"type":"subscribe","id":"s1","session_id":"nope"}`, "s1", wire.CodeNotFound},
+		{"launch refused", websocket.MessageText, `{"type":"launch","id":"l1","directory":"/x","prompt":"p"}`, "l1", wire.CodeUnknownAgent},
+		{"bad scope", websocket.MessageText, `{"type":"list","id":"sc","scope":"SOME"}`, "sc", wire.CodeBadFrame},
+		{"unsubscribe not subscribed", websocket.MessageText, `{"type":"unsubscribe","id":"us","session_id":"` + f.sid + `"}`, "us", "not_subscribed"},
+	}
+	for _, c := range cases {
+		tc.sendRaw(c.typ, []byte(c.raw))
+		a := tc.ack()
+		if a.OK || a.ID != c.id || a.Error == nil || a.Error.Code != c.code {
+			t.Errorf("%s: ack %+v", c.name, a)
+		}
+	}
+	// Still open and answering: exactly one ack for a good request.
+	tc.send(wire.ListRequest{Type: wire.TypeList, ID: "ok", Scope: wire.ScopeActive})
+	if a := tc.ack(); !a.OK || a.ID != "ok" {
+		t.Fatalf("after errors: %+v", a)
+	}
+}
+
+// appendN appends n events with payload {"n": i} for i in [from, from+n).
+func appendN(t testing.TB, st *store.Store, sid string, from, n int) {
+	for i := from; i < from+n; i++ {
+		if _, err := st.Append(context.Background(), sid, wire.KindAgentMessage, json.RawMessage(fmt.Sprintf(`{"text":"event %d"}`, i))); err != nil {
+			t.Error(err)
+			return
+		}
+	}
+}
+
+// readUpdates reads frames until the session-ended frame, checking that
+// seqs continue from after without gap or duplicate.
+func readUpdates(t *testing.T, tc *testConn, after int64) (last int64) {
+	t.Helper()
+	last = after
+	for {
+		raw := tc.readRaw()
+		var env wire.Envelope
+		json.Unmarshal(raw, &env)
+		switch env.Type {
+		case wire.TypeSessionUpdate:
+			var u wire.SessionUpdate
+			json.Unmarshal(raw, &u)
+			if u.Seq != last+1 {
+				t.Fatalf("seq %d after %d", u.Seq, last)
+			}
+			last = u.Seq
+		case wire.TypeSessionEnded:
+			return last
+		default:
+			t.Fatalf("unexpected frame %s", raw)
+		}
+	}
+}
+
+func TestSubscribeReplaysThenFollowsLive(t *testing.T) {
+	f := newWSFixture(t)
+	appendN(t, f.st, f.sid, 1, 100)
+	tc := f.dial(t, true)
+	tc.send(wire.SubscribeRequest{Type: wire.TypeSubscribe, ID: "s", SessionID: f.sid, AfterSeq: 50})
+	if a := tc.ack(); !a.OK {
+		t.Fatalf("subscribe: %+v", a)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		appendN(t, f.st, f.sid, 101, 400)
+		f.st.UpdateSessionStatus(context.Background(), f.sid, store.StatusCompleted, "")
+	}()
+	if last := readUpdates(t, tc, 50); last != 500 {
+		t.Fatalf("followed to %d, want 500", last)
+	}
+	wg.Wait()
+
+	// A second subscription to the same session on one connection is refused.
+	tc2 := f.dial(t, true)
+	tc2.send(wire.SubscribeRequest{Type: wire.TypeSubscribe, ID: "a", SessionID: f.sid, AfterSeq: 499})
+	tc2.ack()
+	if last := readUpdates(t, tc2, 499); last != 500 {
+		t.Fatalf("ended session replay to %d", last)
+	}
+}
+
+// A follower that disconnects and reconnects many times while events pour
+// in, resuming each time from the last seq it saw, sees every event exactly
+// once.
+func TestReconnectingFollowerLosesNothing(t *testing.T) {
+	f := newWSFixture(t)
+	const total = 6000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for w := 0; w < 4; w++ { // concurrent producers, as tool output and status can be
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				appendN(t, f.st, f.sid, w*total/4, total/4)
+			}(w)
+		}
+		wg.Wait()
+		f.st.UpdateSessionStatus(context.Background(), f.sid, store.StatusCompleted, "")
+	}()
+	rng := rand.New(rand.NewSource(1))
+	var last int64
+	reconnects := 0
+	for {
+		tc := f.dial(t, true)
+		tc.send(wire.SubscribeRequest{Type: wire.TypeSubscribe, ID: "s", SessionID: f.sid, AfterSeq: last})
+		if a := tc.ack(); !a.OK {
+			t.Fatalf("subscribe: %+v", a)
+		}
+		budget := 1 + rng.Intn(400)
+		ended := false
+		for i := 0; i < budget; i++ {
+			raw := tc.readRaw()
+			var u wire.SessionUpdate
+			json.Unmarshal(raw, &u)
+			if u.Type == wire.TypeSessionEnded {
+				ended = true
+				break
+			}
+			if u.Seq != last+1 {
+				t.Fatalf("reconnect %d: seq %d after %d", reconnects, u.Seq, last)
+			}
+			last = u.Seq
+		}
+		tc.c.CloseNow() // abrupt, mid-stream
+		if ended {
+			break
+		}
+		reconnects++
+	}
+	<-done
+	if last != total || reconnects < 10 {
+		t.Fatalf("saw up to %d of %d with %d reconnects", last, total, reconnects)
+	}
+}
+
+func TestUnsubscribeStopsTheStream(t *testing.T) {
+	f := newWSFixture(t)
+	appendN(t, f.st, f.sid, 1, 10)
+	tc := f.dial(t, true)
+	tc.send(wire.SubscribeRequest{Type: wire.TypeSubscribe, ID: "s", SessionID: f.sid})
+	tc.ack()
+	for i := 0; i < 10; i++ {
+		tc.readRaw()
+	}
+	tc.send(wire.UnsubscribeRequest{Type: wire.TypeUnsubscribe, ID: "u", SessionID: f.sid})
+	if a := tc.ack(); !a.OK || a.ID != "u" {
+		t.Fatalf("unsubscribe: %+v", a)
+	}
+	appendN(t, f.st, f.sid, 11, 5)
+	tc.send(wire.ListRequest{Type: wire.TypeList, ID: "l", Scope: wire.ScopeActive})
+	// The next frame must be the list ack, not an event of the old stream.
+	if a := tc.ack(); a.ID != "l" {
+		t.Fatalf("after unsubscribe: %+v", a)
+	}
+}
