@@ -137,8 +137,8 @@ func TestDrainKillsStubbornWorker(t *testing.T) {
 	go func() {
 		done <- Run(ctx, Options{
 			Home: dir, Executable: "/bin/sh",
-			WorkerArgs:   []string{"-c", `trap '' TERM; echo '{"ready":true}' >&3; while :; do sleep 0.05; done`},
-			Log:          log, Status: statusW, DrainTimeout: 300 * time.Millisecond,
+			WorkerArgs: []string{"-c", `trap '' TERM; echo '{"ready":true}' >&3; while :; do sleep 0.05; done`},
+			Log:        log, Status: statusW, DrainTimeout: 300 * time.Millisecond,
 		})
 	}()
 	bufio.NewReader(statusR).ReadString('\n')
