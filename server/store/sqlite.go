@@ -38,6 +38,7 @@ type SQLite struct {
 	write  *sql.DB
 	queue  chan *writeOp
 	done   chan struct{}
+	exited chan struct{} // closed when the writer has stopped
 	closed sync.Once
 	wg     sync.WaitGroup
 	stmts  sync.Map // query text → *sql.Stmt on read
@@ -165,7 +166,7 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	}
 	r.SetMaxOpenConns(8)
 	r.SetMaxIdleConns(8)
-	s := &SQLite{read: r, write: w, queue: make(chan *writeOp, 1024), done: make(chan struct{})}
+	s := &SQLite{read: r, write: w, queue: make(chan *writeOp, 1024), done: make(chan struct{}), exited: make(chan struct{})}
 	if err := s.prepareWrites(); err != nil {
 		r.Close()
 		w.Close()
@@ -242,11 +243,23 @@ func (s *SQLite) exec(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	// Once queued the write will be committed or failed; wait for that even
 	// if ctx ends, so a caller never reports failure for a committed write.
-	return <-op.res
+	// Only a write queued after the writer's final drain is never run.
+	select {
+	case err := <-op.res:
+		return err
+	case <-s.exited:
+		select {
+		case err := <-op.res:
+			return err
+		default:
+			return errClosed
+		}
+	}
 }
 
 func (s *SQLite) writer() {
 	defer s.wg.Done()
+	defer close(s.exited)
 	batch := make([]*writeOp, 0, maxBatch)
 	for {
 		var first *writeOp
