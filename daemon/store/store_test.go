@@ -153,6 +153,15 @@ func TestDirectoriesSurviveReopenAndMigrationsAreIdempotent(t *testing.T) {
 		if versions != len(migs) || max != len(migs) {
 			t.Fatalf("schema_version has %d rows, max %d; want %d", versions, max, len(migs))
 		}
+		var journal string
+		var syncMode int
+		if err := s.writer.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&journal); err != nil || journal != "wal" {
+			t.Fatalf("journal mode %q (%v), want wal", journal, err)
+		}
+		// FULL (2) is what makes every acknowledged commit durable.
+		if err := s.writer.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&syncMode); err != nil || syncMode != 2 {
+			t.Fatalf("synchronous = %d (%v), want 2 (FULL)", syncMode, err)
+		}
 		var pageSize int
 		if err := s.reader.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil || pageSize != 16384 {
 			t.Fatalf("page size %d (%v): the pragma must run before the file is initialised", pageSize, err)
