@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -82,6 +84,10 @@ type wsConn struct {
 	ctx     context.Context
 	writeMu sync.Mutex
 	helloed bool
+	// writing is when the write in progress began (unix nanos), 0 when
+	// none is; the watchdog closes a connection stuck longer than
+	// writeTimeout. One watchdog is far cheaper than a timer per frame.
+	writing atomic.Int64
 
 	subMu sync.Mutex
 	subs  map[string]*subscription
@@ -100,6 +106,7 @@ func (c *wsConn) serve() {
 	if err := c.write(wire.Hello{Type: wire.TypeHello, ProtocolVersion: wire.ProtocolVersion, Version: version.Version, DaemonID: c.srv.daemonID}); err != nil {
 		return
 	}
+	go c.watchWrites()
 	remove := c.srv.sessions.OnSessionStarted(func(si wire.SessionInfo) {
 		select {
 		case c.notices <- si:
@@ -274,9 +281,11 @@ func (c *wsConn) subscribe(id string, req wire.SubscribeRequest) {
 			c.subMu.Unlock()
 		}()
 		last := req.AfterSeq
+		var buf []byte
 		err := c.srv.log.Follow(sctx, req.SessionID, req.AfterSeq, func(e store.Event) error {
 			last = e.Seq
-			return c.write(wire.SessionUpdate{Type: wire.TypeSessionUpdate, SessionID: e.SessionID, Seq: e.Seq, TS: e.TS, Kind: e.Kind, Data: e.Data})
+			buf = updateFrame(buf[:0], e)
+			return c.writeRaw(buf)
 		})
 		if err != nil || sctx.Err() != nil {
 			return
@@ -333,11 +342,54 @@ func (c *wsConn) write(v any) error {
 	if err != nil {
 		return err
 	}
+	return c.writeRaw(data)
+}
+
+func (c *wsConn) writeRaw(data []byte) error {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	ctx, cancel := context.WithTimeout(c.ctx, writeTimeout)
-	defer cancel()
-	return c.c.Write(ctx, websocket.MessageText, data)
+	c.writing.Store(time.Now().UnixNano())
+	defer c.writing.Store(0)
+	return c.c.Write(c.ctx, websocket.MessageText, data)
+}
+
+// watchWrites disconnects a client that stops reading: its write would
+// otherwise block the subscription forever.
+func (c *wsConn) watchWrites() {
+	tick := time.NewTicker(writeTimeout / 10)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-tick.C:
+			if began := c.writing.Load(); began != 0 && time.Since(time.Unix(0, began)) > writeTimeout {
+				c.c.Close(websocket.StatusPolicyViolation, "client stopped reading")
+				return
+			}
+		}
+	}
+}
+
+// updateFrame encodes a session-update by hand: the event's data is
+// already compact JSON from the store, and re-validating it on every
+// replayed frame is the largest cost of a replay.
+func updateFrame(buf []byte, e store.Event) []byte {
+	buf = append(buf, `{"type":"session-update","session_id":`...)
+	buf = strconv.AppendQuote(buf, e.SessionID)
+	buf = append(buf, `,"seq":`...)
+	buf = strconv.AppendInt(buf, e.Seq, 10)
+	buf = append(buf, `,"ts":"`...)
+	buf = e.TS.UTC().AppendFormat(buf, time.RFC3339Nano)
+	buf = append(buf, `","kind":`...)
+	buf = strconv.AppendQuote(buf, e.Kind)
+	buf = append(buf, `,"data":`...)
+	if len(e.Data) == 0 {
+		buf = append(buf, "null"...)
+	} else {
+		buf = append(buf, e.Data...)
+	}
+	return append(buf, '}')
 }
 
 // frameError is a protocol-level failure with its code.

@@ -52,7 +52,7 @@ type wsFixture struct {
 	sid string
 }
 
-func newWSFixture(t *testing.T) *wsFixture {
+func newWSFixture(t testing.TB) *wsFixture {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Options{Path: filepath.Join(t.TempDir(), "reeve.db")})
@@ -85,11 +85,11 @@ func newWSFixture(t *testing.T) *wsFixture {
 }
 
 type testConn struct {
-	t *testing.T
+	t testing.TB
 	c *websocket.Conn
 }
 
-func (f *wsFixture) dial(t *testing.T, hello bool) *testConn {
+func (f *wsFixture) dial(t testing.TB, hello bool) *testConn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -332,5 +332,24 @@ func TestUnsubscribeStopsTheStream(t *testing.T) {
 	// The next frame must be the list ack, not an event of the old stream.
 	if a := tc.ack(); a.ID != "l" {
 		t.Fatalf("after unsubscribe: %+v", a)
+	}
+}
+
+// The hand-written session-update frame decodes to exactly what the
+// encoding/json form of wire.SessionUpdate would.
+func TestUpdateFrameMatchesWireType(t *testing.T) {
+	e := store.Event{SessionID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", Seq: 42, TS: time.Date(2026, 11, 21, 5, 6, 7, 891, time.UTC),
+		Kind: wire.KindToolCall, Data: json.RawMessage(`{"id":"t\u00e9\"1","input":{"a":[1,2]}}`)}
+	var got, want wire.SessionUpdate
+	if err := json.Unmarshal(updateFrame(nil, e), &got); err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := json.Marshal(wire.SessionUpdate{Type: wire.TypeSessionUpdate, SessionID: e.SessionID, Seq: e.Seq, TS: e.TS, Kind: e.Kind, Data: e.Data})
+	json.Unmarshal(ref, &want)
+	if !got.TS.Equal(want.TS) || got.Type != want.Type || got.SessionID != want.SessionID || got.Seq != want.Seq || got.Kind != want.Kind || string(got.Data) != string(want.Data) {
+		t.Fatalf("hand-written frame %+v, encoding/json %+v", got, want)
+	}
+	if err := json.Unmarshal(updateFrame(nil, store.Event{SessionID: "s", Seq: 1, Kind: "k"}), &got); err != nil || string(got.Data) != "null" {
+		t.Fatalf("empty data: %v %s", err, got.Data)
 	}
 }
