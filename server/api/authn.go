@@ -165,7 +165,7 @@ func (s *Server) scope(c *call) error {
 	if !validULID(id) {
 		return errorf(http.StatusNotFound, sdk.CodeWorkspaceNotFound, "workspace %q does not exist", id)
 	}
-	ws, err := s.st.Workspace(c.ctx(), id)
+	ws, err := s.workspace(c, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return errorf(http.StatusNotFound, sdk.CodeWorkspaceNotFound, "workspace %q does not exist", id)
 	}
@@ -186,6 +186,42 @@ func (s *Server) scope(c *call) error {
 	}
 	c.ws = &ws
 	return nil
+}
+
+// workspace reads a workspace through a short cache: nearly every request
+// needs it, and it changes rarely (updates through this server drop it).
+func (s *Server) workspace(c *call, id string) (store.Workspace, error) {
+	now := s.opts.Now()
+	if s.opts.CacheTTL > 0 {
+		s.wsMu.Lock()
+		e, ok := s.wsCache[id]
+		s.wsMu.Unlock()
+		if ok && now.Before(e.until) {
+			return e.ws, nil
+		}
+	}
+	ws, err := s.st.Workspace(c.ctx(), id)
+	if err != nil || s.opts.CacheTTL <= 0 {
+		return ws, err
+	}
+	s.wsMu.Lock()
+	if len(s.wsCache) > 10000 {
+		clear(s.wsCache)
+	}
+	s.wsCache[id] = wsEntry{ws: ws, until: now.Add(s.opts.CacheTTL)}
+	s.wsMu.Unlock()
+	return ws, nil
+}
+
+type wsEntry struct {
+	ws    store.Workspace
+	until time.Time
+}
+
+func (s *Server) forgetWorkspace(id string) {
+	s.wsMu.Lock()
+	delete(s.wsCache, id)
+	s.wsMu.Unlock()
 }
 
 // defaultWorkspace is a user's first workspace, the scope of caller-scoped

@@ -10,8 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -79,7 +79,8 @@ type Server struct {
 	creds    *credCache
 	throttle *throttle
 	log      *slog.Logger
-	engines  map[string]bool // collection templates that have a create route
+	wsMu     sync.Mutex
+	wsCache  map[string]wsEntry
 }
 
 // New builds the server and its route table.
@@ -121,6 +122,7 @@ func New(opts Options) (*Server, error) {
 		log:      opts.Logger,
 		creds:    newCredCache(opts.CacheTTL),
 		throttle: newThrottle(opts.RuntimeRate, 2*opts.RuntimeRate),
+		wsCache:  map[string]wsEntry{},
 	}
 	val, err := newValidator()
 	if err != nil {
@@ -280,16 +282,4 @@ func (s *Server) serve(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	return c.route.handler(c)
-}
-
-// allowedMethods lists the methods the table serves for path, for docs.
-func (s *Server) allowedMethods(path string) []string {
-	var out []string
-	for _, r := range s.routes {
-		if r.Path == path {
-			out = append(out, r.Method)
-		}
-	}
-	sort.Strings(out)
-	return out
 }

@@ -137,6 +137,7 @@ func (s *Server) updateWorkspace(patch bool) handlerFunc {
 		if err := s.st.UpdateWorkspace(c.ctx(), ws, c.audit("workspace.update", "workspaces/"+ws.ID, c.body)); err != nil {
 			return 0, nil, err
 		}
+		s.forgetWorkspace(ws.ID)
 		return 200, sdk.WorkspaceResponse{Data: workspaceJSON(ws, c.role, nil)}, nil
 	}
 }
@@ -146,6 +147,7 @@ func (s *Server) deleteWorkspace(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	wid := c.ws.ID
+	s.forgetWorkspace(wid)
 	s.creds.drop(func(_ string, p auth.Principal) bool { return p.Workspace == wid })
 	return 204, nil, nil
 }
