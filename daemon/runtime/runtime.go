@@ -90,7 +90,7 @@ func run(ctx context.Context, opts Options) error {
 
 	mgr, err := NewManager(ctx, ManagerOptions{
 		Store: st, Agents: registry.New(registry.Options{}), Home: opts.Home,
-		DefaultAgent: launch.DefaultAgent, Env: os.Environ(), Log: opts.Log,
+		DefaultAgent: launch.DefaultAgent, Env: agentEnv(), Log: opts.Log,
 	})
 	if err != nil {
 		return &FatalError{err}
@@ -232,4 +232,10 @@ func report(w io.Writer, r wire.Readiness) {
 func IsFatal(err error) bool {
 	var fe *FatalError
 	return errors.As(err, &fe)
+}
+
+// agentEnv is the environment agents start with: the worker's, with pagers
+// off, because nobody is at a session's terminal to page through output.
+func agentEnv() []string {
+	return append(os.Environ(), "PAGER=cat", "GIT_PAGER=cat")
 }
