@@ -43,6 +43,8 @@ type Options struct {
 	Sessions Sessions
 	Log      EventLog
 	Discover Discover
+	// Commands adds request types to the control protocol.
+	Commands map[string]Command
 	DaemonID string
 }
 
@@ -67,7 +69,7 @@ func New(opts Options) *API {
 	a.mux.HandleFunc("/api/directories", methods{http.MethodGet: a.listDirectories, http.MethodPost: a.addDirectory}.serve)
 	a.mux.HandleFunc("/api/directories/{id}", methods{http.MethodDelete: a.removeDirectory}.serve)
 	if opts.Sessions != nil {
-		ws := &wsServer{sessions: opts.Sessions, log: opts.Log, discover: opts.Discover, daemonID: opts.DaemonID}
+		ws := &wsServer{sessions: opts.Sessions, log: opts.Log, discover: opts.Discover, commands: opts.Commands, daemonID: opts.DaemonID}
 		a.mux.HandleFunc("/ws", methods{http.MethodGet: ws.ServeHTTP}.serve)
 		a.mux.HandleFunc("/api/sessions/{id}", methods{http.MethodGet: a.getSession}.serve)
 		a.mux.HandleFunc("/api/sessions/{id}/manifest", methods{http.MethodGet: a.getManifest}.serve)

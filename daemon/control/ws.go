@@ -26,8 +26,16 @@ type Sessions interface {
 	List(ctx context.Context, req wire.ListRequest) ([]wire.SessionInfo, error)
 	Session(ctx context.Context, id string) (wire.SessionInfo, error)
 	Manifest(ctx context.Context, id string) (wire.Manifest, error)
-	OnSessionStarted(fn func(wire.SessionInfo)) (remove func())
+	// OnNotice registers fn for every notice (session-started, and the
+	// frames of later parts such as permission requests); fn must not
+	// block. The returned func removes it.
+	OnNotice(fn func(wire.Notice)) (remove func())
 }
+
+// Command handles a further request type of the control protocol, for
+// parts that live outside this package. frame is the whole request; the
+// result becomes the ack's result.
+type Command func(ctx context.Context, frame []byte) (result any, err error)
 
 // EventLog is the durable log subscriptions read from.
 type EventLog interface {
@@ -51,8 +59,8 @@ const (
 	// for this long is disconnected, with a close reason, rather than
 	// buffered for without limit.
 	writeTimeout = 60 * time.Second
-	// noticeQueue is how many session-started notices may wait for a slow
-	// client before it is disconnected.
+	// noticeQueue is how many notices may wait for a slow client before it
+	// is disconnected.
 	noticeQueue = 256
 )
 
@@ -61,6 +69,7 @@ type wsServer struct {
 	sessions Sessions
 	log      EventLog
 	discover Discover
+	commands map[string]Command
 	daemonID string
 }
 
@@ -74,7 +83,7 @@ func (s *wsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(maxFrame)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	conn := &wsConn{srv: s, c: c, ctx: ctx, subs: map[string]*subscription{}, notices: make(chan wire.SessionInfo, noticeQueue)}
+	conn := &wsConn{srv: s, c: c, ctx: ctx, subs: map[string]*subscription{}, notices: make(chan wire.Notice, noticeQueue)}
 	conn.serve()
 }
 
@@ -92,7 +101,7 @@ type wsConn struct {
 	subMu sync.Mutex
 	subs  map[string]*subscription
 
-	notices chan wire.SessionInfo
+	notices chan wire.Notice
 }
 
 type subscription struct {
@@ -107,11 +116,14 @@ func (c *wsConn) serve() {
 		return
 	}
 	go c.watchWrites()
-	remove := c.srv.sessions.OnSessionStarted(func(si wire.SessionInfo) {
+	remove := c.srv.sessions.OnNotice(func(n wire.Notice) {
+		if n.SessionID != "" && !c.follows(n.SessionID) {
+			return
+		}
 		select {
-		case c.notices <- si:
+		case c.notices <- n:
 		default:
-			c.c.Close(websocket.StatusPolicyViolation, "client too slow to read session notices")
+			c.c.Close(websocket.StatusPolicyViolation, "client too slow to read notices")
 		}
 	})
 	defer remove()
@@ -135,8 +147,8 @@ func (c *wsConn) forwardNotices() {
 		select {
 		case <-c.ctx.Done():
 			return
-		case si := <-c.notices:
-			if c.write(wire.SessionStarted{Type: wire.TypeSessionStarted, Session: si}) != nil {
+		case n := <-c.notices:
+			if c.write(n.Frame) != nil {
 				return
 			}
 		}
@@ -201,6 +213,10 @@ func (c *wsConn) handle(data []byte) {
 			err = c.unsubscribe(req.SessionID)
 		}
 	default:
+		if cmd, ok := c.srv.commands[env.Type]; ok {
+			result, err = cmd(ctx, data)
+			break
+		}
 		err = &frameError{code: wire.CodeUnknownType, msg: fmt.Sprintf("unknown frame type %q", env.Type)}
 	}
 	if err != nil {
@@ -296,6 +312,14 @@ func (c *wsConn) subscribe(id string, req wire.SubscribeRequest) {
 		}
 		c.write(wire.SessionEnded{Type: wire.TypeSessionEnded, SessionID: req.SessionID, Status: si.Status, Reason: si.StatusReason, LastSeq: max(last, si.LastSeq)})
 	}()
+}
+
+// follows reports whether this connection subscribes to the session.
+func (c *wsConn) follows(sessionID string) bool {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	_, ok := c.subs[sessionID]
+	return ok
 }
 
 // unsubscribe stops a subscription and waits for it, so no frame of that

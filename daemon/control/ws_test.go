@@ -23,6 +23,17 @@ import (
 type fakeSessions struct {
 	st     *store.Store
 	launch func(wire.LaunchRequest) (wire.SessionInfo, error)
+
+	mu       sync.Mutex
+	noticeFn []func(wire.Notice)
+}
+
+func (f *fakeSessions) notify(n wire.Notice) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fn := range f.noticeFn {
+		fn(n)
+	}
 }
 
 func (f *fakeSessions) Launch(_ context.Context, req wire.LaunchRequest) (wire.SessionInfo, error) {
@@ -44,12 +55,18 @@ func (f *fakeSessions) Session(ctx context.Context, id string) (wire.SessionInfo
 func (f *fakeSessions) Manifest(context.Context, string) (wire.Manifest, error) {
 	return wire.Manifest{}, nil
 }
-func (f *fakeSessions) OnSessionStarted(func(wire.SessionInfo)) func() { return func() {} }
+func (f *fakeSessions) OnNotice(fn func(wire.Notice)) func() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.noticeFn = append(f.noticeFn, fn)
+	return func() {}
+}
 
 type wsFixture struct {
-	st  *store.Store
-	url string
-	sid string
+	st       *store.Store
+	url      string
+	sid      string
+	sessions *fakeSessions
 }
 
 func newWSFixture(t testing.TB) *wsFixture {
@@ -73,6 +90,9 @@ func newWSFixture(t testing.TB) *wsFixture {
 	}}
 	api := New(Options{
 		Directories: st, Sessions: fs, Log: st,
+		Commands: map[string]Command{"echo": func(_ context.Context, frame []byte) (any, error) {
+			return json.RawMessage(frame), nil
+		}},
 		Health: func(context.Context) wire.Health { return wire.Health{Status: "ok"} },
 	})
 	srv := httptest.NewServer(api)
@@ -81,7 +101,7 @@ func newWSFixture(t testing.TB) *wsFixture {
 	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
 	api.opts.BoundPort = port
 	*api = *New(api.opts)
-	return &wsFixture{st: st, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws", sid: sess.ID}
+	return &wsFixture{st: st, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws", sid: sess.ID, sessions: fs}
 }
 
 type testConn struct {
@@ -351,5 +371,34 @@ func TestUpdateFrameMatchesWireType(t *testing.T) {
 	}
 	if err := json.Unmarshal(updateFrame(nil, store.Event{SessionID: "s", Seq: 1, Kind: "k"}), &got); err != nil || string(got.Data) != "null" {
 		t.Fatalf("empty data: %v %s", err, got.Data)
+	}
+}
+
+// Notices reach every connection, or only the followers of their session;
+// added commands answer with one ack.
+func TestNoticesAndCommands(t *testing.T) {
+	f := newWSFixture(t)
+	follower := f.dial(t, true)
+	follower.send(wire.SubscribeRequest{Type: wire.TypeSubscribe, ID: "s", SessionID: f.sid})
+	follower.ack()
+	other := f.dial(t, true)
+	other.send(wire.ListRequest{Type: wire.TypeList, ID: "l", Scope: wire.ScopeActive})
+	other.ack() // both connections have registered by now
+
+	f.sessions.notify(wire.Notice{SessionID: f.sid, Frame: map[string]string{"type": "for-followers"}})
+	f.sessions.notify(wire.Notice{Frame: map[string]string{"type": "for-all"}})
+	var a, b wire.Envelope
+	follower.read(&a)
+	follower.read(&b)
+	if a.Type != "for-followers" || b.Type != "for-all" {
+		t.Fatalf("follower got %q then %q", a.Type, b.Type)
+	}
+	other.read(&a)
+	if a.Type != "for-all" {
+		t.Fatalf("the other connection got %q", a.Type)
+	}
+	other.sendRaw(websocket.MessageText, []byte(`{"type":"echo","id":"e1","x":1}`))
+	if ack := other.ack(); !ack.OK || ack.ID != "e1" || !strings.Contains(string(ack.Result), `"x":1`) {
+		t.Fatalf("command ack: %+v", ack)
 	}
 }

@@ -64,7 +64,7 @@ type Manager struct {
 	mu        sync.Mutex
 	live      map[string]*liveTurn
 	closing   bool
-	listeners map[int]func(wire.SessionInfo)
+	listeners map[int]func(wire.Notice)
 	nextL     int
 	turns     sync.WaitGroup
 }
@@ -87,7 +87,7 @@ func NewManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 		return nil, fmt.Errorf("recover sessions: %w", err)
 	}
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m := &Manager{opts: opts, ctx: mctx, cancel: cancel, live: map[string]*liveTurn{}, listeners: map[int]func(wire.SessionInfo){}}
+	m := &Manager{opts: opts, ctx: mctx, cancel: cancel, live: map[string]*liveTurn{}, listeners: map[int]func(wire.Notice){}}
 	for _, id := range ids {
 		fmt.Fprintf(opts.Log, "worker: session %s interrupted by a previous worker's end\n", id)
 		// The log says so too; nobody follows yet, the API is not served.
@@ -96,9 +96,9 @@ func NewManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 	return m, nil
 }
 
-// OnSessionStarted registers fn for every new session; the returned func
-// removes it. fn must not block.
-func (m *Manager) OnSessionStarted(fn func(wire.SessionInfo)) func() {
+// OnNotice registers fn for every notice; the returned func removes it. fn
+// must not block.
+func (m *Manager) OnNotice(fn func(wire.Notice)) func() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	id := m.nextL
@@ -108,6 +108,15 @@ func (m *Manager) OnSessionStarted(fn func(wire.SessionInfo)) func() {
 		m.mu.Lock()
 		delete(m.listeners, id)
 		m.mu.Unlock()
+	}
+}
+
+// Notify pushes a notice to the connected clients it concerns.
+func (m *Manager) Notify(n wire.Notice) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, fn := range m.listeners {
+		fn(n)
 	}
 }
 
@@ -157,11 +166,7 @@ func (m *Manager) Launch(ctx context.Context, req wire.LaunchRequest) (wire.Sess
 		return m.info(ctx, sess.ID), err
 	}
 	si := m.info(ctx, sess.ID)
-	m.mu.Lock()
-	for _, fn := range m.listeners {
-		fn(si)
-	}
-	m.mu.Unlock()
+	m.Notify(wire.Notice{Frame: wire.SessionStarted{Type: wire.TypeSessionStarted, Session: si}})
 	return si, nil
 }
 

@@ -239,3 +239,11 @@ type Approval struct {
 type EventPage struct {
 	Events []SessionUpdate `json:"events"`
 }
+
+// Notice is a frame the daemon pushes to clients outside any subscription
+// stream: to every connection when SessionID is empty, else to the
+// connections that follow that session.
+type Notice struct {
+	SessionID string
+	Frame     any
+}
