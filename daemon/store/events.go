@@ -205,6 +205,15 @@ func (s *Store) commitBatch(batch []*appendReq) {
 		for id := range touched {
 			delete(s.app.lastSeq, id)
 		}
+		if len(batch) > 1 {
+			// One request's failure must not fail its batch-mates: retry
+			// each alone. A failure of the disk itself fails them all again.
+			for _, r := range batch {
+				r.err, r.out = nil, nil
+				s.commitBatch([]*appendReq{r})
+			}
+			return
+		}
 		for _, r := range batch {
 			if r.err == nil {
 				r.err = err

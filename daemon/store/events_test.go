@@ -233,3 +233,75 @@ func TestCloseAnswersQueuedAppends(t *testing.T) {
 		}
 	}
 }
+
+func TestFailedBatchLeavesNoGap(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	sess := newSession(t, s)
+	// A trigger stands in for a write error (disk full, I/O error) inside
+	// the batch transaction.
+	if _, err := s.writer.ExecContext(ctx, `CREATE TRIGGER poison BEFORE INSERT ON events
+		WHEN NEW.kind = 'poison' BEGIN SELECT RAISE(ABORT, 'injected failure'); END`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := s.Append(ctx, sess.ID, "ok", nil); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if _, err := s.Append(ctx, sess.ID, "poison", nil); err == nil {
+		t.Fatal("the injected failure was not reported")
+	}
+	// Concurrent appends around failing ones: only the failing ones fail,
+	// they consume no seq, and everything acknowledged is stored.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	acked := map[int64]bool{}
+	for p := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 30 {
+				kind := "ok"
+				if (p+i)%13 == 0 {
+					kind = "poison"
+				}
+				e, err := s.Append(ctx, sess.ID, kind, nil)
+				if err != nil {
+					if kind == "ok" {
+						t.Errorf("an innocent append failed with its batch: %v", err)
+					}
+					continue
+				}
+				if kind == "poison" {
+					t.Errorf("poison event acknowledged as %d", e.Seq)
+				}
+				mu.Lock()
+				acked[e.Seq] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	evs, err := s.Events(ctx, sess.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("gap after failed batches: position %d holds seq %d", i, e.Seq)
+		}
+	}
+	t.Logf("%d of 480 concurrent appends acknowledged", len(acked))
+	if len(acked) == 0 {
+		t.Fatal("no append succeeded next to the failing ones")
+	}
+	if len(evs) != 3+len(acked) {
+		t.Fatalf("%d stored, want %d (3 + %d acknowledged)", len(evs), 3+len(acked), len(acked))
+	}
+	for seq := range acked {
+		if seq > int64(len(evs)) {
+			t.Fatalf("acknowledged seq %d missing", seq)
+		}
+	}
+}
