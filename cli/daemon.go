@@ -33,6 +33,8 @@ type Programs struct {
 	// WorkerFatal reports whether a Worker error is a start-up failure that
 	// a restart cannot fix.
 	WorkerFatal func(error) bool
+	// Server is the hosted control plane.
+	Server ServerPrograms
 }
 
 // healthTimeout is how long status waits for /health before it calls a live

@@ -4,15 +4,47 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
-
-	"reeve.dev/reeve/server/host"
 )
+
+// defaultServerListen is where `reeve server` listens unless told otherwise.
+const defaultServerListen = "127.0.0.1:8080"
+
+// ServerRun is what `reeve server` hands to the control plane.
+type ServerRun struct {
+	Listen, DataDir, DatabaseURL, PublicURL, AppURL, RelayURL, OwnerEmail string
+	Out                                                                   io.Writer // the one-time login link
+	Logger                                                                *slog.Logger
+	// Ready receives the bound address and origin once listening.
+	Ready func(addr, url string)
+}
+
+// ServerTokenRequest asks for an operator token.
+type ServerTokenRequest struct {
+	DataDir, DatabaseURL, Email, Name string
+}
+
+// ServerTokenResult is a created operator token.
+type ServerTokenResult struct {
+	Token            string
+	TokenID          string
+	UserID           int64
+	CreatedWorkspace bool
+}
+
+// ServerPrograms are the control plane's entry points, wired in by main so
+// that cli links no server internals.
+type ServerPrograms struct {
+	Run            func(ctx context.Context, o ServerRun) error
+	CreateToken    func(ctx context.Context, o ServerTokenRequest) (ServerTokenResult, error)
+	DefaultDataDir func() string
+}
 
 type serverOptions struct {
 	env         *Env
@@ -38,13 +70,13 @@ func newServerCmd(env *Env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServer(cmd.Context(), opts) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.listen, "listen", host.DefaultListen, "address to listen on (host:port)")
-	f.StringVar(&opts.dataDir, "data-dir", "", "data directory (default "+host.DefaultDataDir()+")")
+	f.StringVar(&opts.listen, "listen", defaultServerListen, "address to listen on (host:port)")
+	f.StringVar(&opts.dataDir, "data-dir", "", "data directory (default "+serverDataDir(env)+")")
 	f.StringVar(&opts.databaseURL, "database-url", "", "database URL (default: sqlite file in the data directory; sqlite:PATH)")
 	f.StringVar(&opts.publicURL, "public-url", "", "public origin of the API (default http://<listen address>)")
 	f.StringVar(&opts.appURL, "app-url", "", "browser app URL advertised to clients (default: the server's origin)")
 	f.StringVar(&opts.relayURL, "relay-url", "", "relay URL advertised to clients (default: the server's origin)")
-	f.StringVar(&opts.ownerEmail, "owner-email", host.DefaultOwnerEmail, "email of the owner created on first start")
+	f.StringVar(&opts.ownerEmail, "owner-email", "owner@localhost", "email of the owner created on first start")
 	cmd.AddCommand(newGroupCmd("token", "Manage API tokens as an operator", newServerTokenCreateCmd(env)))
 	return cmd
 }
@@ -56,11 +88,20 @@ func runServer(ctx context.Context, opts *serverOptions) error {
 	if _, _, err := net.SplitHostPort(opts.listen); err != nil {
 		return exitf(ExitUsage, "--listen %q: want host:port", opts.listen)
 	}
+	if opts.env.Programs.Server.Run == nil {
+		return exitf(ExitFailure, "this build of reeve has no control plane")
+	}
 	logger := slog.New(slog.NewTextHandler(opts.env.Err, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	h, err := host.New(ctx, host.Options{
+	err := opts.env.Programs.Server.Run(ctx, ServerRun{
 		Listen: opts.listen, DataDir: opts.dataDir, DatabaseURL: opts.databaseURL,
 		PublicURL: opts.publicURL, AppURL: opts.appURL, RelayURL: opts.relayURL,
 		OwnerEmail: opts.ownerEmail, Out: opts.env.Out, Logger: logger,
+		Ready: func(addr, url string) {
+			fmt.Fprintf(opts.env.Err, "reeve server listening on %s (API %s/api)\n", addr, url)
+			if opts.ready != nil {
+				opts.ready(url)
+			}
+		},
 	})
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
@@ -71,12 +112,14 @@ func runServer(ctx context.Context, opts *serverOptions) error {
 		}
 		return err
 	}
-	defer h.Close()
-	fmt.Fprintf(opts.env.Err, "reeve server listening on %s (API %s/api)\n", h.Addr(), h.URL())
-	if opts.ready != nil {
-		opts.ready(h.URL())
+	return nil
+}
+
+func serverDataDir(env *Env) string {
+	if env.Programs.Server.DefaultDataDir == nil {
+		return "a per-user directory"
 	}
-	return h.Run(ctx)
+	return env.Programs.Server.DefaultDataDir()
 }
 
 type serverTokenOptions struct {
@@ -99,7 +142,7 @@ func newServerTokenCreateCmd(e *Env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServerTokenCreate(cmd.Context(), opts) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.dataDir, "data-dir", "", "data directory (default "+host.DefaultDataDir()+")")
+	f.StringVar(&opts.dataDir, "data-dir", "", "data directory (default "+serverDataDir(e)+")")
 	f.StringVar(&opts.databaseURL, "database-url", "", "database URL (overrides --data-dir)")
 	f.StringVar(&opts.user, "user", "", "email of the user (required)")
 	f.StringVar(&opts.name, "name", "operator", "name of the token")
@@ -125,7 +168,10 @@ func runServerTokenCreate(ctx context.Context, opts *serverTokenOptions) error {
 	if !strings.Contains(opts.user, "@") {
 		return exitf(ExitUsage, "--user %q is not an email address", opts.user)
 	}
-	res, err := host.CreateToken(ctx, host.TokenOptions{DataDir: opts.dataDir, DatabaseURL: opts.databaseURL, Email: opts.user, Name: opts.name})
+	if opts.env.Programs.Server.CreateToken == nil {
+		return exitf(ExitFailure, "this build of reeve has no control plane")
+	}
+	res, err := opts.env.Programs.Server.CreateToken(ctx, ServerTokenRequest{DataDir: opts.dataDir, DatabaseURL: opts.databaseURL, Email: opts.user, Name: opts.name})
 	if err != nil {
 		return err
 	}

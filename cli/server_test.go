@@ -16,7 +16,7 @@ import (
 
 func testEnv() (*Env, *bytes.Buffer, *bytes.Buffer) {
 	var out, errb bytes.Buffer
-	return &Env{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(string) string { return "" }}, &out, &errb
+	return &Env{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(string) string { return "" }, Programs: testPrograms()}, &out, &errb
 }
 
 func TestServerTokenCreatePrintsAUsableToken(t *testing.T) {

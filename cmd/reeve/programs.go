@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+
+	"reeve.dev/reeve/cli"
+	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/daemon/runtime"
+	"reeve.dev/reeve/server/host"
+)
+
+// programs wires the daemon worker and the control plane into the command
+// line, which stays free of their internals.
+func programs() cli.Programs {
+	return cli.Programs{
+		Worker: func(ctx context.Context, o cli.WorkerOptions) error {
+			return runtime.Run(ctx, runtime.Options{
+				Home: home.Dir(o.Home), SupervisorPID: o.SupervisorPID,
+				Stdin: o.Stdin, Status: o.Status, Log: o.Log,
+			})
+		},
+		WorkerFatal: runtime.IsFatal,
+		Server:      ServerPrograms(),
+	}
+}
+
+// ServerPrograms adapts server/host to the command line's entry points.
+func ServerPrograms() cli.ServerPrograms {
+	return cli.ServerPrograms{
+		Run: func(ctx context.Context, o cli.ServerRun) error {
+			h, err := host.New(ctx, host.Options{
+				Listen: o.Listen, DataDir: o.DataDir, DatabaseURL: o.DatabaseURL,
+				PublicURL: o.PublicURL, AppURL: o.AppURL, RelayURL: o.RelayURL,
+				OwnerEmail: o.OwnerEmail, Out: o.Out, Logger: o.Logger,
+			})
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			if o.Ready != nil {
+				o.Ready(h.Addr(), h.URL())
+			}
+			return h.Run(ctx)
+		},
+		CreateToken: func(ctx context.Context, o cli.ServerTokenRequest) (cli.ServerTokenResult, error) {
+			r, err := host.CreateToken(ctx, host.TokenOptions{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL, Email: o.Email, Name: o.Name})
+			return cli.ServerTokenResult{Token: r.Token, TokenID: r.TokenID, UserID: r.UserID, CreatedWorkspace: r.CreatedWorkspace}, err
+		},
+		DefaultDataDir: host.DefaultDataDir,
+	}
+}
