@@ -6,6 +6,7 @@ package agents
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Event is one typed event of a turn. Kind is a session-update kind from
@@ -32,10 +33,23 @@ type Turn struct {
 	// Resume is the agent's own token from the previous turn's TurnResult;
 	// empty on the first turn.
 	Resume string
-	// Mode is the permission mode. Until the hook bridge exists structured
-	// agents run with their own permission bypass and the manifest records
-	// that the session ran unguarded.
-	Mode string
+	// Hook, when set, governs the turn: the adapter installs the agent's
+	// own hooks so that each tool use is decided through reeve, and runs
+	// the agent in its normal permission mode. Without it a structured
+	// agent runs with its own permission bypass, unguarded. Terminal
+	// programs have no hooks and ignore it.
+	Hook *Hook
+}
+
+// Hook is how an agent reaches reeve's hook bridge.
+type Hook struct {
+	// Command returns the shell command line that handles the agent's
+	// hook event (named as the agent names it: PreToolUse, Stop, ...).
+	Command func(event string) string
+	// Timeout is how long the agent must let a PreToolUse hook run. It is
+	// longer than reeve's own decision timeout: an agent that kills a slow
+	// hook may let the tool run (Codex does), so reeve must answer first.
+	Timeout time.Duration
 }
 
 // Process is a running turn.

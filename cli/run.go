@@ -22,6 +22,7 @@ type runOptions struct {
 	prompt  string
 	agent   string
 	model   string
+	mode    string
 	wait    bool
 	attach  bool
 	timeout int
@@ -53,6 +54,7 @@ completed and 10 when it failed, was killed or was interrupted.`,
 	f.StringVar(&opts.prompt, "prompt", "", "the prompt (required)")
 	f.StringVar(&opts.agent, "agent", "", "agent id: claude, codex, shell, or a custom agent")
 	f.StringVar(&opts.model, "model", "", "model id passed to the agent")
+	f.StringVar(&opts.mode, "mode", "", "operator mode: detect (a human decides tool uses; the default) or bypass (allow and record)")
 	f.BoolVar(&opts.wait, "wait", false, "wait until the session ends")
 	f.BoolVar(&opts.attach, "attach", false, "stream the session's events until it ends")
 	f.IntVar(&opts.timeout, "timeout", 0, "with --wait or --attach: give up waiting after SECONDS (the session keeps running)")
@@ -82,7 +84,7 @@ func runRun(ctx context.Context, opts *runOptions) error {
 		return apiExit(err)
 	}
 	defer k.Close()
-	si, err := k.Launch(ctx, wire.LaunchRequest{Directory: added.Directory.ID, Prompt: opts.prompt, Agent: opts.agent, Model: opts.model})
+	si, err := k.Launch(ctx, wire.LaunchRequest{Directory: added.Directory.ID, Prompt: opts.prompt, Agent: opts.agent, Model: opts.model, Mode: opts.mode})
 	if err != nil {
 		return ackExit(err)
 	}

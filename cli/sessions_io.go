@@ -37,9 +37,11 @@ func ackExit(err error) error {
 	switch ae.Code {
 	case wire.CodeNotFound:
 		return withExit(ExitNotFound, err)
-	case wire.CodeBadFrame, wire.CodeUnknownAgent:
+	case wire.CodeBadFrame, wire.CodeUnknownAgent, wire.CodeInvalidMode:
 		return withExit(ExitUsage, err)
-	case wire.CodeBusy, wire.CodeNotRunning, wire.CodeNotResumable, wire.CodeShuttingDown, wire.CodeAlreadyWatched:
+	case wire.CodeUnknownRequest:
+		return withExit(ExitNotFound, err)
+	case wire.CodeBusy, wire.CodeNotRunning, wire.CodeNotResumable, wire.CodeShuttingDown, wire.CodeAlreadyWatched, wire.CodeAlreadyDecided:
 		return withExit(ExitConflict, err)
 	}
 	return withExit(ExitFailure, err)
@@ -208,4 +210,9 @@ func timeoutExit(ctx context.Context, err error, what string) error {
 		return exitf(ExitTimeout, "timed out waiting for %s (it keeps running)", what)
 	}
 	return err
+}
+
+// since is how long ago t was, for people.
+func since(t time.Time) string {
+	return time.Since(t).Round(time.Second).String()
 }

@@ -6,6 +6,8 @@ package claude
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,11 +26,8 @@ const ID = "claude"
 // EnvPath overrides the executable (default: claude on PATH).
 const EnvPath = "REEVE_CLAUDE_PATH"
 
-// Permission modes a Turn may ask for. Until the hook bridge exists only
-// the agent's own bypass is supported: the session runs unguarded.
-const (
-	ModeBypass = "bypass"
-)
+// HookEvents are the Claude Code hook events a governed turn installs.
+var HookEvents = []string{"PreToolUse", "PostToolUse", "Notification", "UserPromptSubmit", "Stop", "SessionStart"}
 
 // Options configures the adapter.
 type Options struct {
@@ -93,8 +92,9 @@ func (a *Adapter) find() (string, error) {
 	return path, nil
 }
 
-// Args is the command line (after the program name) for a turn.
-func Args(t agents.Turn) []string {
+// Args is the command line (after the program name) for a turn. settings
+// is the hook settings file of a governed turn, "" for an unguarded one.
+func Args(t agents.Turn, settings string) []string {
 	args := []string{"-p", "--output-format", "stream-json", "--verbose"}
 	if t.Model != "" {
 		args = append(args, "--model", t.Model)
@@ -102,23 +102,65 @@ func Args(t agents.Turn) []string {
 	if t.Resume != "" {
 		args = append(args, "--resume", t.Resume)
 	}
-	if t.Mode == "" || t.Mode == ModeBypass {
+	if settings != "" {
+		// Claude Code's default permission mode: a tool runs when the
+		// PreToolUse hook allows it, and is refused when the hook cannot
+		// answer, since nobody is there to ask.
+		args = append(args, "--settings", settings)
+	} else {
 		args = append(args, "--dangerously-skip-permissions")
 	}
 	// "--" so that a prompt starting with "-" is not taken for a flag.
 	return append(args, "--", t.Prompt)
 }
 
+// writeSettings writes the per-session settings file that installs the
+// hooks of a governed turn.
+func writeSettings(t agents.Turn) (string, error) {
+	type command struct {
+		Type    string `json:"type"`
+		Command string `json:"command"`
+		Timeout int    `json:"timeout"` // seconds
+	}
+	type matcher struct {
+		Matcher string    `json:"matcher"`
+		Hooks   []command `json:"hooks"`
+	}
+	hooks := map[string][]matcher{}
+	for _, ev := range HookEvents {
+		timeout := 30
+		if ev == "PreToolUse" {
+			timeout = int(t.Hook.Timeout.Seconds()) + 1
+		}
+		hooks[ev] = []matcher{{Matcher: "*", Hooks: []command{{Type: "command", Command: t.Hook.Command(ev), Timeout: timeout}}}}
+	}
+	b, err := json.MarshalIndent(map[string]any{"hooks": hooks}, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if t.StateDir == "" {
+		return "", errors.New("claude: a governed turn needs a state directory for its settings")
+	}
+	path := filepath.Join(t.StateDir, "claude-settings.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return "", fmt.Errorf("claude: write hook settings: %w", err)
+	}
+	return path, nil
+}
+
 // StartTurn runs one `claude -p` process. Stdout is a pipe of stream-json
 // lines, each kept in <StateDir>/claude-<start-unix-nanos>.jsonl and
 // mapped onto events; stderr is kept for the error of a failed run.
 func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit) (agents.Process, error) {
-	if t.Mode != "" && t.Mode != ModeBypass {
-		return nil, fmt.Errorf("claude: permission mode %q is not supported yet (only %q)", t.Mode, ModeBypass)
-	}
 	path, err := a.find()
 	if err != nil {
 		return nil, err
+	}
+	settings := ""
+	if t.Hook != nil {
+		if settings, err = writeSettings(t); err != nil {
+			return nil, err
+		}
 	}
 	env := t.Env
 	if env == nil {
@@ -136,7 +178,7 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 	}
 	m := &mapper{emit: emit}
 	p, err := ptyrun.StartPipe(ctx, ptyrun.PipeOptions{
-		Path: path, Args: Args(t), Dir: t.Dir, Env: env,
+		Path: path, Args: Args(t, settings), Dir: t.Dir, Env: env,
 		Line: m.line,
 		Raw:  writerOrNil(evidence),
 	})

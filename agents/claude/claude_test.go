@@ -154,7 +154,7 @@ func TestClaudeTurnAndResume(t *testing.T) {
 
 	dir, home, state := t.TempDir(), t.TempDir(), t.TempDir()
 	// The leading dash checks that the prompt is never taken for a flag.
-	turn := agents.Turn{Prompt: "-create made-by-claude.txt", Model: model, Dir: dir, StateDir: state, Env: env(srv.URL, home), Mode: ModeBypass}
+	turn := agents.Turn{Prompt: "-create made-by-claude.txt", Model: model, Dir: dir, StateDir: state, Env: env(srv.URL, home)}
 	rec, res := runTurn(t, a, turn)
 	if res.Err != nil || res.ExitCode != 0 {
 		t.Fatalf("result %+v; events %v", res, rec.events())
@@ -301,8 +301,8 @@ func TestClaudeCrashAtStart(t *testing.T) {
 	if info := onPath.Describe(context.Background()); info.Installed || !strings.Contains(info.Problem, "not installed") {
 		t.Errorf("not on PATH: info %+v", info)
 	}
-	if _, err := a.StartTurn(testContext(t), agents.Turn{Prompt: "hi", Mode: "detect"}, rec.emit); err == nil {
-		t.Error("an unsupported permission mode started")
+	if _, err := a.StartTurn(testContext(t), agents.Turn{Prompt: "hi", Hook: &agents.Hook{Command: func(string) string { return "true" }}}, rec.emit); err == nil {
+		t.Error("a governed turn without a state directory started")
 	}
 }
 

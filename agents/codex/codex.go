@@ -24,9 +24,10 @@ const ID = "codex"
 // EnvPath overrides the executable (default: codex on PATH).
 const EnvPath = "REEVE_CODEX_PATH"
 
-// ModeBypass is the only permission mode until the hook bridge exists: the
-// workspace-write sandbox, and no approvals (codex exec never asks).
-const ModeBypass = "bypass"
+// HookEvents are the Codex hook events a governed turn installs. codex exec
+// runs with approval policy "never" whatever its config says, so these
+// hooks, PreToolUse above all, are its only per-command decision point.
+var HookEvents = []string{"PreToolUse", "PostToolUse", "SessionStart", "UserPromptSubmit", "Stop"}
 
 // Sandbox is the sandbox every turn runs in: the agent may write in its
 // working directory and nowhere else.
@@ -114,6 +115,9 @@ func Args(t agents.Turn) []string {
 	if t.Model != "" {
 		args = append(args, "-m", t.Model)
 	}
+	if t.Hook != nil {
+		args = append(args, hookArgs(t.Hook)...)
+	}
 	// "--" so that a prompt starting with "-" is not taken for a flag.
 	args = append(args, "--")
 	if t.Resume != "" {
@@ -126,9 +130,6 @@ func Args(t agents.Turn) []string {
 // events, each kept in <StateDir>/codex-<start-unix-nanos>.jsonl and mapped
 // onto events; stderr is kept for the error of a failed run.
 func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit) (agents.Process, error) {
-	if t.Mode != "" && t.Mode != ModeBypass {
-		return nil, fmt.Errorf("codex: permission mode %q is not supported yet (only %q)", t.Mode, ModeBypass)
-	}
 	path, err := a.find()
 	if err != nil {
 		return nil, err
@@ -236,4 +237,41 @@ func stderrNote(stderr string, beforeStart bool) string {
 		return " before it started a thread: " + s
 	}
 	return ": " + s
+}
+
+// hookArgs installs reeve's hooks for one invocation through -c config
+// overrides (TOML inline tables), leaving the user's CODEX_HOME untouched.
+// Codex skips hooks nobody has reviewed unless told to trust them; reeve
+// wrote these itself. A PreToolUse hook that Codex kills for taking too
+// long lets the command run, so its timeout is the hook's own plus margin.
+func hookArgs(h *agents.Hook) []string {
+	args := []string{"--dangerously-bypass-hook-trust"}
+	for _, ev := range HookEvents {
+		timeout := 30
+		if ev == "PreToolUse" {
+			timeout = int(h.Timeout.Seconds()) + 1
+		}
+		args = append(args, "-c", fmt.Sprintf(`hooks.%s=[{matcher="*",hooks=[{type="command",command=%s,timeout=%d}]}]`,
+			ev, tomlString(h.Command(ev)), timeout))
+	}
+	return args
+}
+
+// tomlString quotes s as a TOML basic string.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\u%04X", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }

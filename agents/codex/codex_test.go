@@ -145,7 +145,7 @@ func TestCodexTurnAndResume(t *testing.T) {
 	// leading dash checks the prompt is never taken for a flag.
 	const model = "gpt-5.1-codex"
 	turn := agents.Turn{Prompt: "-create made-by-codex.txt", Model: model, Dir: dir, StateDir: state,
-		Env: agenttest.CodexEnv(home, t.TempDir()), Mode: ModeBypass}
+		Env: agenttest.CodexEnv(home, t.TempDir())}
 	rec, res := runTurn(t, a, turn)
 	if res.Err != nil || res.ExitCode != 0 {
 		t.Fatalf("result %+v; events %+v", res, rec.events())
@@ -311,5 +311,11 @@ func TestArgs(t *testing.T) {
 	got = strings.Join(Args(agents.Turn{Prompt: "p", Resume: "T"}), " ")
 	if got != `exec resume --json --skip-git-repo-check -c sandbox_mode="workspace-write" -- T p` {
 		t.Errorf("resume: %s", got)
+	}
+	hooked := Args(agents.Turn{Prompt: "p", Hook: &agents.Hook{Command: func(ev string) string { return `'/x y/reeve' hook "` + ev + `"` }, Timeout: 600 * time.Second}})
+	joined := strings.Join(hooked, "\n")
+	if !strings.Contains(joined, "--dangerously-bypass-hook-trust") ||
+		!strings.Contains(joined, `hooks.PreToolUse=[{matcher="*",hooks=[{type="command",command="'/x y/reeve' hook \"PreToolUse\"",timeout=601}]}]`) {
+		t.Errorf("governed turn: %s", joined)
 	}
 }

@@ -102,7 +102,7 @@ func TestClaudeSessionThroughDaemon(t *testing.T) {
 	h.start()
 	work := t.TempDir()
 
-	r := h.must("run", work, "--agent", "claude", "--model", "claude-sonnet-4-5", "--prompt", "create made-by-claude.txt", "--wait", "--json")
+	r := h.must("run", work, "--agent", "claude", "--model", "claude-sonnet-4-5", "--mode", "bypass", "--prompt", "create made-by-claude.txt", "--wait", "--json")
 	si := h.sessionInfo(r.stdout)
 	if si.Status != "completed" {
 		t.Fatalf("session ended %s: %s", si.Status, si.StatusReason)
@@ -122,7 +122,8 @@ func TestClaudeSessionThroughDaemon(t *testing.T) {
 	}
 	m := h.manifest(si.ID)
 	if m.Provider != "anthropic" || m.Agent != "claude" || m.AgentVersion == "" || m.Model != "claude-sonnet-4-5" ||
-		m.AgentSessionID == "" || m.Guarded || m.Directory == "" || m.Turns != 1 {
+		m.AgentSessionID == "" || !m.Guarded || m.PermissionMode != "bypass" || m.Directory == "" || m.Turns != 1 ||
+		len(m.Approvals) != 1 || m.Approvals[0].DecidedBy != "mode:bypass" || m.Approvals[0].Tool != "Bash" {
 		t.Fatalf("manifest: %+v", m)
 	}
 
@@ -198,7 +199,7 @@ func TestCodexSessionThroughDaemon(t *testing.T) {
 	h.env = append(agenttest.CodexEnv(codexHome, t.TempDir()), "REEVE_CODEX_PATH="+exe)
 	h.start()
 	work := t.TempDir()
-	r := h.must("run", work, "--agent", "codex", "--prompt", "create made-by-codex.txt", "--wait", "--json")
+	r := h.must("run", work, "--agent", "codex", "--mode", "bypass", "--prompt", "create made-by-codex.txt", "--wait", "--json")
 	si := h.sessionInfo(r.stdout)
 	if si.Status != "completed" {
 		t.Fatalf("session ended %s: %s", si.Status, si.StatusReason)

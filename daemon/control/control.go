@@ -45,7 +45,9 @@ type Options struct {
 	Discover Discover
 	// Commands adds request types to the control protocol.
 	Commands map[string]Command
-	DaemonID string
+	// Permissions serves the hook bridge's routes; nil leaves them out.
+	Permissions Permissions
+	DaemonID    string
 }
 
 // maxBody bounds request bodies of the local API.
@@ -74,6 +76,10 @@ func New(opts Options) *API {
 		a.mux.HandleFunc("/api/sessions/{id}", methods{http.MethodGet: a.getSession}.serve)
 		a.mux.HandleFunc("/api/sessions/{id}/manifest", methods{http.MethodGet: a.getManifest}.serve)
 		a.mux.HandleFunc("/api/sessions/{id}/events", methods{http.MethodGet: a.listEvents}.serve)
+	}
+	if opts.Permissions != nil {
+		a.mux.HandleFunc("/api/sessions/{id}/hooks", methods{http.MethodPost: a.hook}.serve)
+		a.mux.HandleFunc("/api/permissions", methods{http.MethodGet: a.listPermissions}.serve)
 	}
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, wire.CodeNotFound, "no route "+r.URL.Path)

@@ -192,3 +192,20 @@ func (c *Client) Events(ctx context.Context, id string, afterSeq int64, limit in
 	path := fmt.Sprintf("/api/sessions/%s/events?after_seq=%d&limit=%d", url.PathEscape(id), afterSeq, limit)
 	return page.Events, c.do(ctx, http.MethodGet, path, nil, &page)
 }
+
+// Hook calls POST /api/sessions/{id}/hooks with an agent's hook input.
+func (c *Client) Hook(ctx context.Context, sessionID string, payload []byte) (wire.HookAnswer, error) {
+	var ans wire.HookAnswer
+	return ans, c.do(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(sessionID)+"/hooks", json.RawMessage(payload), &ans)
+}
+
+// Pending calls GET /api/permissions: the requests waiting for a human,
+// of one session or ("") all.
+func (c *Client) Pending(ctx context.Context, sessionID string) ([]wire.PermissionRequest, error) {
+	var out wire.PermissionList
+	path := "/api/permissions"
+	if sessionID != "" {
+		path += "?session=" + url.QueryEscape(sessionID)
+	}
+	return out.Pending, c.do(ctx, http.MethodGet, path, nil, &out)
+}

@@ -288,3 +288,21 @@ func (k *Conn) List(ctx context.Context, req wire.ListRequest) (wire.ListResult,
 	}
 	return res, found, json.Unmarshal(a.Result, &res)
 }
+
+// RespondPermission decides a pending permission request.
+func (k *Conn) RespondPermission(ctx context.Context, req wire.RespondPermissionRequest) (wire.PermissionDecision, error) {
+	req.Type, req.ID = wire.TypeRespondPermission, k.NewID()
+	var d wire.PermissionDecision
+	a, err := k.Do(ctx, req.ID, req)
+	if err != nil {
+		return d, err
+	}
+	return d, json.Unmarshal(a.Result, &d)
+}
+
+// SetMode sets a session's operator mode.
+func (k *Conn) SetMode(ctx context.Context, sessionID, mode string) error {
+	id := k.NewID()
+	_, err := k.Do(ctx, id, wire.SetModeRequest{Type: wire.TypeSetMode, ID: id, SessionID: sessionID, Mode: mode})
+	return err
+}

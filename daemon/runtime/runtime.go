@@ -88,9 +88,14 @@ func run(ctx context.Context, opts Options) error {
 	}
 	defer st.Close()
 
+	exe, err := os.Executable()
+	if err != nil {
+		return &FatalError{fmt.Errorf("locate the reeve executable for agent hooks: %w", err)}
+	}
 	mgr, err := NewManager(ctx, ManagerOptions{
 		Store: st, Agents: registry.New(registry.Options{}), Home: opts.Home,
 		DefaultAgent: launch.DefaultAgent, Env: agentEnv(), Log: opts.Log,
+		Executable: exe, HookTimeout: time.Duration(launch.HookTimeout) * time.Second,
 	})
 	if err != nil {
 		return &FatalError{err}
@@ -116,6 +121,8 @@ func run(ctx context.Context, opts Options) error {
 		BoundPort:      boundPort,
 		Token:          token,
 		Sessions:       mgr,
+		Permissions:    mgr,
+		Commands:       mgr.PermissionCommands(),
 		Log:            st,
 		Discover:       mgr.Discover,
 		DaemonID:       id.DaemonID,

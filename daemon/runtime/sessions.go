@@ -17,6 +17,7 @@ import (
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/store"
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/hookbridge"
 	"reeve.dev/reeve/internal/atomicfile"
 )
 
@@ -51,6 +52,18 @@ type ManagerOptions struct {
 	DefaultAgent string   // from the config; "" picks the registry's default
 	Env          []string // the agents' base environment
 	Log          io.Writer
+	// DefaultMode is the operator mode of a session launched without one:
+	// detect unless the user configured bypass.
+	DefaultMode string
+	// HookTimeout is how long a permission request waits for a human
+	// before it is denied; default 10 minutes.
+	HookTimeout time.Duration
+	// Executable is the reeve binary that agents' hooks run; "" leaves
+	// structured agents unguarded.
+	Executable string
+	// Policy evaluates the project policy of a registered directory for a
+	// tool use in workdir; nil means no policy.
+	Policy func(projectDir, workdir, tool string, input json.RawMessage) hookbridge.PolicyVerdict
 }
 
 // Manager runs sessions: it starts agent turns, persists every event before
@@ -61,12 +74,20 @@ type Manager struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu        sync.Mutex
-	live      map[string]*liveTurn
-	closing   bool
-	listeners map[int]func(wire.Notice)
-	nextL     int
-	turns     sync.WaitGroup
+	// broker holds the permission requests waiting for a human.
+	broker *hookbridge.Broker
+	// manifestMu serialises manifest updates.
+	manifestMu sync.Mutex
+
+	mu   sync.Mutex
+	live map[string]*liveTurn
+	// modes and agentSessions cache what hooks consult on every call.
+	modes         map[string]string
+	agentSessions map[string]string
+	closing       bool
+	listeners     map[int]func(wire.Notice)
+	nextL         int
+	turns         sync.WaitGroup
 }
 
 // liveTurn is a session whose agent process is running.
@@ -87,7 +108,14 @@ func NewManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 		return nil, fmt.Errorf("recover sessions: %w", err)
 	}
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m := &Manager{opts: opts, ctx: mctx, cancel: cancel, live: map[string]*liveTurn{}, listeners: map[int]func(wire.Notice){}}
+	if opts.HookTimeout <= 0 {
+		opts.HookTimeout = wire.DefaultHookTimeoutSeconds * time.Second
+	}
+	m := &Manager{
+		opts: opts, ctx: mctx, cancel: cancel, live: map[string]*liveTurn{}, listeners: map[int]func(wire.Notice){},
+		broker: hookbridge.NewBroker(hookbridge.BrokerOptions{Timeout: opts.HookTimeout}),
+		modes:  map[string]string{}, agentSessions: map[string]string{},
+	}
 	for _, id := range ids {
 		fmt.Fprintf(opts.Log, "worker: session %s interrupted by a previous worker's end\n", id)
 		// The log says so too; nobody follows yet, the API is not served.
@@ -140,16 +168,16 @@ func (m *Manager) Launch(ctx context.Context, req wire.LaunchRequest) (wire.Sess
 		return wire.SessionInfo{}, sessionErr(wire.CodeShuttingDown, "the daemon is shutting down")
 	}
 
+	mode, err := m.launchMode(req.Mode)
+	if err != nil {
+		return wire.SessionInfo{}, err
+	}
 	manifest := wire.Manifest{
 		Provider: info.Provider, Model: req.Model, Agent: info.ID, AgentVersion: info.Version, AgentPath: info.Path,
 		Directory: dir.Path, Workdir: dir.Path, Resumable: info.Resumable, Approvals: []wire.Approval{},
-		PermissionMode: "bypass",
+		PermissionMode: mode,
 	}
-	if info.Structured {
-		manifest.GuardNote = "unguarded: the agent ran with its own permission bypass; no policy or human decided its tool use"
-	} else {
-		manifest.GuardNote = "unguarded: terminal programs have no permission callbacks"
-	}
+	manifest.Guarded, manifest.GuardNote = guardOf(info, m.opts.Executable != "")
 	raw, _ := json.Marshal(manifest)
 	sess, err := m.opts.Store.CreateSession(ctx, store.NewSession{
 		DirectoryID: dir.ID, Agent: info.ID, Model: req.Model, Prompt: req.Prompt,
@@ -292,7 +320,7 @@ func (m *Manager) startTurn(sessionID string, adapter agents.Adapter, prompt, mo
 	}
 	proc, err := adapter.StartTurn(ctx, agents.Turn{
 		SessionID: sessionID, Prompt: prompt, Model: model, Dir: workdir, StateDir: stateDir,
-		Env: m.opts.Env, Resume: resume, Mode: "bypass",
+		Env: m.opts.Env, Resume: resume, Hook: m.hookFor(sessionID),
 	}, emit)
 	if err != nil {
 		reason := fmt.Sprintf("agent %s could not start: %v", adapter.ID(), err)
@@ -333,7 +361,9 @@ func (m *Manager) endTurn(sessionID string, status store.Status, reason string, 
 	if status == store.StatusFailed {
 		m.appendEvent(sessionID, wire.KindError, wire.Error{Message: reason})
 	}
-	if mf, err := m.manifest(ctx, sessionID); err == nil {
+	// A request the agent can no longer act on must not wait for a human.
+	m.broker.DenyPending(sessionID, "the turn ended before anyone decided")
+	m.updateManifest(ctx, sessionID, func(mf *wire.Manifest) {
 		mf.Turns++
 		if res.Resume != "" {
 			mf.ResumeToken = res.Resume
@@ -341,8 +371,7 @@ func (m *Manager) endTurn(sessionID string, status store.Status, reason string, 
 		if res.AgentSessionID != "" {
 			mf.AgentSessionID = res.AgentSessionID
 		}
-		m.saveManifest(ctx, sessionID, mf)
-	}
+	})
 	if err := m.setStatus(ctx, sessionID, status, reason); err != nil {
 		fmt.Fprintf(m.opts.Log, "worker: session %s: record end: %v\n", sessionID, err)
 	}
@@ -459,6 +488,20 @@ func (m *Manager) manifest(ctx context.Context, id string) (wire.Manifest, error
 		mf.Approvals = []wire.Approval{}
 	}
 	return mf, nil
+}
+
+// updateManifest changes a session's manifest; one change at a time, so
+// that approvals recorded by concurrent hooks and the end of a turn do not
+// overwrite each other.
+func (m *Manager) updateManifest(ctx context.Context, id string, change func(*wire.Manifest)) error {
+	m.manifestMu.Lock()
+	defer m.manifestMu.Unlock()
+	mf, err := m.manifest(ctx, id)
+	if err != nil {
+		return err
+	}
+	change(&mf)
+	return m.saveManifest(ctx, id, mf)
 }
 
 func (m *Manager) saveManifest(ctx context.Context, id string, mf wire.Manifest) error {

@@ -82,6 +82,9 @@ type LaunchRequest struct {
 	Prompt    string `json:"prompt"`
 	Agent     string `json:"agent,omitempty"` // "" picks the default agent
 	Model     string `json:"model,omitempty"`
+	// Mode is the operator mode, detect or bypass; "" is the configured
+	// default, detect unless the user chose bypass.
+	Mode string `json:"mode,omitempty"`
 }
 
 // KillRequest stops a running session.

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"reeve.dev/reeve/daemon/controlclient"
+	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/hookbridge"
+)
+
+// maxHookInput bounds what a hook reads from the agent.
+const maxHookInput = 8 << 20
+
+type hookOptions struct {
+	env     *Env
+	event   string
+	home    string
+	session string
+	timeout int
+}
+
+// newHookCmd is the command agents' hooks run. It is hidden: people do not
+// call it, agents do, with the settings reeve writes for each session.
+func newHookCmd(env *Env) *cobra.Command {
+	opts := &hookOptions{env: env}
+	cmd := &cobra.Command{
+		Use:    "hook EVENT --home HOME --session SID",
+		Short:  "Report an agent's hook event to the daemon and print its decision",
+		Hidden: true,
+		Args:   usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.event = args[0]
+			return runHook(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.home, "home", "", "daemon home")
+	cmd.Flags().StringVar(&opts.session, "session", "", "reeve session id")
+	cmd.Flags().IntVar(&opts.timeout, "timeout", 630, "seconds to wait for a decision before denying")
+	cmd.MarkFlagRequired("home")
+	cmd.MarkFlagRequired("session")
+	return cmd
+}
+
+// runHook never fails open: for PreToolUse every path that does not end in
+// the daemon's allow prints a deny, with a reason the agent can show.
+func runHook(ctx context.Context, opts *hookOptions) error {
+	decide := opts.event == "PreToolUse"
+	deny := func(reason string) error {
+		if decide {
+			_, err := opts.env.Out.Write(hookbridge.PreToolUseOutput(hookbridge.Deny, reason))
+			return err
+		}
+		fmt.Fprintln(opts.env.Err, "reeve hook:", reason)
+		return nil
+	}
+	payload, err := io.ReadAll(io.LimitReader(opts.env.In, maxHookInput+1))
+	if err != nil {
+		return deny("reeve could not read the hook input: " + err.Error())
+	}
+	if len(payload) > maxHookInput {
+		return deny("reeve refused a hook input over 8 MiB")
+	}
+	if _, err := hookbridge.ParseInput(payload); err != nil {
+		return deny("reeve could not read the hook input: " + err.Error())
+	}
+	timeout := time.Duration(opts.timeout) * time.Second
+	if timeout <= 0 {
+		timeout = 630 * time.Second
+	}
+	c, _, err := controlclient.FromHome(home.Dir(opts.home), timeout)
+	if errors.Is(err, fs.ErrNotExist) {
+		return deny("the reeve daemon is not running, so nobody can approve this tool use")
+	}
+	if err != nil {
+		return deny("reeve cannot reach its daemon: " + err.Error())
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ans, err := c.Hook(ctx, opts.session, payload)
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return deny(fmt.Sprintf("reeve got no decision within %s, so the tool use is denied", timeout))
+		}
+		return deny("reeve denied the tool use: " + err.Error())
+	}
+	if !decide {
+		return nil
+	}
+	reason := ans.Reason
+	if ans.DecidedBy != "" {
+		reason = fmt.Sprintf("%s (decided by %s)", reason, ans.DecidedBy)
+	}
+	_, err = opts.env.Out.Write(hookbridge.PreToolUseOutput(ans.Decision, reason))
+	return err
+}

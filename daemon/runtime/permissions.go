@@ -1,0 +1,245 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"reeve.dev/reeve/agents"
+	"reeve.dev/reeve/daemon/control"
+	"reeve.dev/reeve/daemon/store"
+	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/hookbridge"
+)
+
+// launchMode picks a new session's operator mode: the one asked for, else
+// the configured default, else detect. Bypass is never chosen implicitly.
+func (m *Manager) launchMode(asked string) (string, error) {
+	mode := asked
+	if mode == "" {
+		mode = m.opts.DefaultMode
+	}
+	if mode == "" {
+		mode = hookbridge.ModeDetect
+	}
+	if !hookbridge.ValidMode(mode) {
+		return "", sessionErr(wire.CodeInvalidMode, "mode must be detect or bypass, not %q", mode)
+	}
+	return mode, nil
+}
+
+// guardOf says whether sessions of an agent are governed, and how.
+func guardOf(info agents.Info, hooked bool) (bool, string) {
+	switch {
+	case !info.Structured:
+		return false, "unguarded: terminal programs have no permission callbacks"
+	case !hooked:
+		return false, "unguarded: the agent ran with its own permission bypass; no policy or human decided its tool use"
+	case info.ID == "codex":
+		return true, "governed: each shell command passes Codex's PreToolUse hook to reeve (codex exec itself never asks); tools Codex does not route through that hook are confined by its workspace-write sandbox only"
+	default:
+		return true, "governed: each tool use passes the agent's PreToolUse hook to reeve, where the project policy, the session's rules and mode, or a human decide"
+	}
+}
+
+// hookFor is the hook configuration of a session's turns; nil when the
+// daemon does not know its own executable (agents then run unguarded).
+func (m *Manager) hookFor(sessionID string) *agents.Hook {
+	if m.opts.Executable == "" {
+		return nil
+	}
+	timeout := m.opts.HookTimeout
+	// The hook gives the daemon the decision timeout plus a margin, then
+	// denies by itself; the agent waits longer still before killing it.
+	hookWait := int((timeout + 15*time.Second).Seconds())
+	return &agents.Hook{
+		Command: func(event string) string {
+			return fmt.Sprintf("%s hook %s --home %s --session %s --timeout %d",
+				shellQuote(m.opts.Executable), shellQuote(event), shellQuote(string(m.opts.Home)), shellQuote(sessionID), hookWait)
+		},
+		Timeout: timeout + 30*time.Second,
+	}
+}
+
+// Hook handles one call of an agent's hook: it records it and, for
+// PreToolUse, decides the tool use.
+func (m *Manager) Hook(ctx context.Context, sessionID string, payload []byte) (wire.HookAnswer, error) {
+	in, err := hookbridge.ParseInput(payload)
+	if err != nil {
+		return wire.HookAnswer{}, sessionErr(wire.CodeBadFrame, "%v", err)
+	}
+	sess, err := m.session(ctx, sessionID)
+	if err != nil {
+		return wire.HookAnswer{}, err
+	}
+	if sess.Status.Terminal() {
+		return wire.HookAnswer{}, sessionErr(wire.CodeNotRunning, "session %s has ended (%s)", sessionID, sess.Status)
+	}
+	if err := m.bindAgentSession(ctx, sessionID, in.SessionID); err != nil {
+		return wire.HookAnswer{}, err
+	}
+	m.appendEvent(sessionID, wire.KindHookEvent, wire.HookEvent{Event: in.HookEventName, Tool: in.ToolName, ToolUseID: in.ToolUseID, Input: in.ToolInput})
+	if in.HookEventName != "PreToolUse" {
+		return wire.HookAnswer{}, nil
+	}
+	gate := hookbridge.Gate{
+		Policy: m.policyFor(ctx, sess),
+		Mode:   m.mode(ctx, sessionID),
+		Broker: m.broker,
+		Asked: func(req hookbridge.Request) {
+			m.appendEvent(sessionID, wire.KindPermissionRequest, req)
+			m.setStatus(m.ctx, sessionID, store.StatusWaitingPermission, "waiting for a decision on "+req.Tool)
+			m.Notify(wire.Notice{SessionID: sessionID, Frame: wire.HookPermissionRequest{Type: wire.TypeHookPermissionRequest, Request: req}})
+		},
+	}
+	d := gate.Decide(ctx, hookbridge.Request{SessionID: sessionID, Agent: sess.Agent, Tool: in.ToolName, Input: in.ToolInput, ToolUseID: in.ToolUseID})
+	d.SessionID, d.Tool = sessionID, in.ToolName
+	m.recordDecision(sessionID, d)
+	return wire.HookAnswer{Decision: d.Decision, Reason: d.Reason, DecidedBy: d.DecidedBy}, nil
+}
+
+// recordDecision puts a decision on the record: an event in the log, an
+// approval in the manifest, and a frame to the session's followers.
+func (m *Manager) recordDecision(sessionID string, d hookbridge.Decision) {
+	m.appendEvent(sessionID, wire.KindPermissionDecision, d)
+	m.updateManifest(m.ctx, sessionID, func(mf *wire.Manifest) {
+		mf.Approvals = append(mf.Approvals, wire.Approval{
+			RequestID: d.RequestID, Tool: d.Tool, Decision: d.Decision, DecidedBy: d.DecidedBy, Reason: d.Reason, At: d.At,
+		})
+	})
+	if d.RequestID != "" {
+		if s, err := m.opts.Store.Session(m.ctx, sessionID); err == nil && s.Status == store.StatusWaitingPermission && len(m.broker.Pending(sessionID)) == 0 {
+			m.setStatus(m.ctx, sessionID, store.StatusRunning, "")
+		}
+		m.Notify(wire.Notice{SessionID: sessionID, Frame: wire.HookPermissionResolved{Type: wire.TypeHookPermissionResolved, Decision: d}})
+	}
+}
+
+// bindAgentSession ties a reeve session to the agent's own session on the
+// first hook call, and refuses hook calls from any other agent session.
+func (m *Manager) bindAgentSession(ctx context.Context, sessionID, agentSession string) error {
+	if agentSession == "" {
+		return sessionErr(wire.CodeBadFrame, "hook input names no session_id")
+	}
+	m.mu.Lock()
+	bound, ok := m.agentSessions[sessionID]
+	m.mu.Unlock()
+	if !ok {
+		mf, err := m.manifest(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		bound = mf.AgentSessionID
+	}
+	if bound != "" && bound != agentSession {
+		return sessionErr(wire.CodeSessionMismatch, "hook from agent session %s, but session %s belongs to agent session %s", agentSession, sessionID, bound)
+	}
+	m.mu.Lock()
+	m.agentSessions[sessionID] = agentSession
+	m.mu.Unlock()
+	if bound == "" {
+		return m.updateManifest(ctx, sessionID, func(mf *wire.Manifest) { mf.AgentSessionID = agentSession })
+	}
+	return nil
+}
+
+// mode is a session's operator mode.
+func (m *Manager) mode(ctx context.Context, sessionID string) string {
+	m.mu.Lock()
+	mode, ok := m.modes[sessionID]
+	m.mu.Unlock()
+	if ok {
+		return mode
+	}
+	if mf, err := m.manifest(ctx, sessionID); err == nil && hookbridge.ValidMode(mf.PermissionMode) {
+		return mf.PermissionMode
+	}
+	return hookbridge.ModeDetect
+}
+
+// SetMode changes a session's operator mode; the next tool use sees it.
+func (m *Manager) SetMode(ctx context.Context, sessionID, mode string) error {
+	if !hookbridge.ValidMode(mode) {
+		return sessionErr(wire.CodeInvalidMode, "mode must be detect or bypass, not %q", mode)
+	}
+	if _, err := m.session(ctx, sessionID); err != nil {
+		return err
+	}
+	if err := m.updateManifest(ctx, sessionID, func(mf *wire.Manifest) { mf.PermissionMode = mode }); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.modes[sessionID] = mode
+	m.mu.Unlock()
+	return m.appendEvent(sessionID, wire.KindMode, wire.ModeChange{Mode: mode, By: "human"})
+}
+
+// Respond decides a pending permission request.
+func (m *Manager) Respond(ctx context.Context, req wire.RespondPermissionRequest) (wire.PermissionDecision, error) {
+	d, _, err := m.broker.Decide(req.RequestID, req.Decision, "human", req.Reason, req.Remember)
+	switch {
+	case errors.Is(err, hookbridge.ErrUnknownRequest):
+		return d, sessionErr(wire.CodeUnknownRequest, "%v", err)
+	case errors.Is(err, hookbridge.ErrAlreadyDecided):
+		return d, sessionErr(wire.CodeAlreadyDecided, "%v", err)
+	case err != nil:
+		return d, sessionErr(wire.CodeBadFrame, "%v", err)
+	}
+	return d, nil
+}
+
+// Pending lists permission requests waiting for a human.
+func (m *Manager) Pending(sessionID string) []wire.PermissionRequest {
+	return m.broker.Pending(sessionID)
+}
+
+// PermissionCommands are the hook bridge's requests of the control
+// protocol.
+func (m *Manager) PermissionCommands() map[string]control.Command {
+	return map[string]control.Command{
+		wire.TypeRespondPermission: func(ctx context.Context, frame []byte) (any, error) {
+			var req wire.RespondPermissionRequest
+			if err := json.Unmarshal(frame, &req); err != nil {
+				return nil, sessionErr(wire.CodeBadFrame, "malformed frame: %v", err)
+			}
+			return m.Respond(ctx, req)
+		},
+		wire.TypeSetMode: func(ctx context.Context, frame []byte) (any, error) {
+			var req wire.SetModeRequest
+			if err := json.Unmarshal(frame, &req); err != nil {
+				return nil, sessionErr(wire.CodeBadFrame, "malformed frame: %v", err)
+			}
+			return nil, m.SetMode(ctx, req.SessionID, req.Mode)
+		},
+	}
+}
+
+// shellQuote quotes s for a POSIX shell, which is how agents run hook
+// commands.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:@", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// policyFor loads the project policy for a session's tool use. It is read
+// from the registered directory, the developer's checkout, never from the
+// agent's working copy, which the agent could rewrite to allow itself.
+func (m *Manager) policyFor(ctx context.Context, sess store.Session) func(string, json.RawMessage) hookbridge.PolicyVerdict {
+	if m.opts.Policy == nil {
+		return nil
+	}
+	d, err := m.opts.Store.Directory(ctx, sess.DirectoryID)
+	if err != nil {
+		return nil
+	}
+	return func(tool string, input json.RawMessage) hookbridge.PolicyVerdict {
+		return m.opts.Policy(d.Path, sess.Workdir, tool, input)
+	}
+}
