@@ -49,11 +49,11 @@ routes:
 	}, "\n") + "\n"
 	problems, _ = ValidateRoutes("r.yaml", []byte(bad))
 	want := []wantProblem{
-		{3, 5, "/routes/0", "prompt"},
+		{3, 5, "/routes/0", `needs exactly one of "prompt", "prompt_file"`},
 		{3, 11, "/routes/0/name", "does not match pattern"},
 		{4, 19, "/routes/0/on/trigger", `value must be one of "manual"`},
 		{8, 5, "/routes/1", `missing required key "agent"`},
-		{8, 5, "/routes/1", "prompt"},
+		{8, 5, "/routes/1", `needs exactly one of "prompt", "prompt_file"`},
 		{10, 11, "/routes/1/mode", `value must be one of "detect", "bypass", got "yolo"`},
 		{11, 11, "/routes/2/name", `route "two" is already defined at line 8`},
 	}
@@ -91,7 +91,7 @@ members:
 		{2, 15, "/default_role", `got "owner"`},
 		{5, 11, "/members/0/role", `got "root"`},
 		{6, 11, "/members/1/team", "does not match pattern"},
-		{8, 5, "/members/2", "user"},
+		{8, 5, "/members/2", `needs exactly one of "user", "team"`},
 		{9, 11, "/members/3/user", `user "Alice" is already listed at line 4`},
 	})
 	if problems := ValidateAccess("a.yaml", []byte("version: 1\nmembers: [\n")); len(problems) != 1 || problems[0].Line != 3 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -18,13 +19,19 @@ import (
 type Schema struct {
 	url      string
 	compiled func() (*jsonschema.Schema, error)
+	raw      func() any // the source as JSON values, for wording alternatives
 }
 
 // New prepares the schema source (JSON) registered under url, its $id.
 // Compilation is deferred to the first use; a schema that does not compile
 // is a bug in the committed file, which Compile lets a test catch.
 func New(url string, source []byte) *Schema {
-	return &Schema{url: url, compiled: sync.OnceValues(func() (*jsonschema.Schema, error) {
+	raw := sync.OnceValue(func() any {
+		var v any
+		_ = json.Unmarshal(source, &v) // a bad source fails compilation anyway
+		return v
+	})
+	return &Schema{url: url, raw: raw, compiled: sync.OnceValues(func() (*jsonschema.Schema, error) {
 		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(source))
 		if err != nil {
 			return nil, fmt.Errorf("parse schema %s: %w", url, err)
@@ -71,15 +78,19 @@ func (s *Schema) Validate(d *Document, unknownKey UnknownKeyFunc) []Problem {
 		unknownKey = func(_, name string) string { return fmt.Sprintf("unknown key %q", name) }
 	}
 	var out []Problem
-	collect(d, ve, unknownKey, &out)
+	s.collect(d, ve, unknownKey, &out)
 	Sort(out)
 	return out
 }
 
-func collect(d *Document, ve *jsonschema.ValidationError, unknownKey UnknownKeyFunc, out *[]Problem) {
+func (s *Schema) collect(d *Document, ve *jsonschema.ValidationError, unknownKey UnknownKeyFunc, out *[]Problem) {
+	if msg, ok := s.alternatives(ve); ok {
+		*out = append(*out, d.Problem(pointerOf(ve.InstanceLocation), msg))
+		return
+	}
 	if len(ve.Causes) > 0 {
 		for _, c := range ve.Causes {
-			collect(d, c, unknownKey, out)
+			s.collect(d, c, unknownKey, out)
 		}
 		return
 	}
@@ -94,6 +105,83 @@ func collect(d *Document, ve *jsonschema.ValidationError, unknownKey UnknownKeyF
 		return
 	}
 	*out = append(*out, d.Problem(ptr, kindMessage(ve.ErrorKind)))
+}
+
+// alternatives words a failed oneOf whose branches differ only in which
+// keys they require (the schema idiom for "exactly one of these keys") as
+// one problem naming the keys, instead of a "missing" or "'not' failed"
+// line per branch.
+func (s *Schema) alternatives(ve *jsonschema.ValidationError) (string, bool) {
+	if _, ok := ve.ErrorKind.(*schemakind.OneOf); !ok {
+		return "", false
+	}
+	if !leavesAreKeyChecks(ve, len(ve.InstanceLocation)) {
+		return "", false
+	}
+	_, frag, _ := strings.Cut(ve.SchemaURL, "#")
+	node := lookup(s.raw(), frag)
+	for _, tok := range ve.ErrorKind.KeywordPath() {
+		node = lookup(node, "/"+EscapePointer(tok))
+	}
+	branches, ok := node.([]any)
+	if !ok || len(branches) < 2 {
+		return "", false
+	}
+	var keys []string
+	for _, b := range branches {
+		bm, _ := b.(map[string]any)
+		req, _ := bm["required"].([]any)
+		if len(req) != 1 {
+			return "", false
+		}
+		keys = append(keys, jsonText(req[0]))
+	}
+	return "needs exactly one of " + strings.Join(keys, ", "), true
+}
+
+// leavesAreKeyChecks reports whether every leaf under ve is a required or
+// not keyword on the object at the same depth.
+func leavesAreKeyChecks(ve *jsonschema.ValidationError, depth int) bool {
+	for _, c := range ve.Causes {
+		if len(c.InstanceLocation) != depth {
+			return false
+		}
+		if len(c.Causes) > 0 {
+			if !leavesAreKeyChecks(c, depth) {
+				return false
+			}
+			continue
+		}
+		switch c.ErrorKind.(type) {
+		case *schemakind.Required, *schemakind.Not:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// lookup follows a JSON pointer into JSON values; nil when it leads nowhere.
+func lookup(v any, ptr string) any {
+	if ptr == "" {
+		return v
+	}
+	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		switch n := v.(type) {
+		case map[string]any:
+			v = n[tok]
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(n) {
+				return nil
+			}
+			v = n[i]
+		default:
+			return nil
+		}
+	}
+	return v
 }
 
 var printer = message.NewPrinter(language.English)
