@@ -12,11 +12,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"reeve.dev/reeve/agents"
 	"reeve.dev/reeve/agents/discovery"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/store"
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/daemon/worktree"
 	"reeve.dev/reeve/hookbridge"
 	"reeve.dev/reeve/internal/atomicfile"
 )
@@ -78,6 +81,8 @@ type Manager struct {
 	broker *hookbridge.Broker
 	// manifestMu serialises manifest updates.
 	manifestMu sync.Mutex
+	// worktrees runs git for the sessions' worktrees (worktrees.go).
+	worktrees *worktree.Manager
 
 	mu   sync.Mutex
 	live map[string]*liveTurn
@@ -115,6 +120,7 @@ func NewManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 		opts: opts, ctx: mctx, cancel: cancel, live: map[string]*liveTurn{}, listeners: map[int]func(wire.Notice){},
 		broker: hookbridge.NewBroker(hookbridge.BrokerOptions{Timeout: opts.HookTimeout}),
 		modes:  map[string]string{}, agentSessions: map[string]string{},
+		worktrees: newWorktrees(opts),
 	}
 	for _, id := range ids {
 		fmt.Fprintf(opts.Log, "worker: session %s interrupted by a previous worker's end\n", id)
@@ -150,6 +156,12 @@ func (m *Manager) Notify(n wire.Notice) {
 
 // Launch starts a session in a registered directory.
 func (m *Manager) Launch(ctx context.Context, req wire.LaunchRequest) (wire.SessionInfo, error) {
+	return m.launch(ctx, req, nil)
+}
+
+// launch starts a session; from, for a branch-retry, starts its worktree
+// at a checkpoint of another session.
+func (m *Manager) launch(ctx context.Context, req wire.LaunchRequest, from *retryFrom) (wire.SessionInfo, error) {
 	if strings.TrimSpace(req.Prompt) == "" {
 		return wire.SessionInfo{}, sessionErr(wire.CodeBadFrame, "prompt is required")
 	}
@@ -178,19 +190,26 @@ func (m *Manager) Launch(ctx context.Context, req wire.LaunchRequest) (wire.Sess
 		PermissionMode: mode,
 	}
 	manifest.Guarded, manifest.GuardNote = guardOf(info, m.opts.Executable != "")
+	// The id comes first: it names the worktree's branch.
+	manifest.SessionID = ulid.Make().String()
+	workdir, err := m.isolate(ctx, manifest.SessionID, dir.Path, from, &manifest)
+	if err != nil {
+		return wire.SessionInfo{}, err
+	}
 	raw, _ := json.Marshal(manifest)
 	sess, err := m.opts.Store.CreateSession(ctx, store.NewSession{
-		DirectoryID: dir.ID, Agent: info.ID, Model: req.Model, Prompt: req.Prompt,
-		Workdir: dir.Path, Manifest: raw,
+		ID: manifest.SessionID, DirectoryID: dir.ID, Agent: info.ID, Model: req.Model, Prompt: req.Prompt,
+		Worktree: manifest.Worktree, Workdir: workdir, Manifest: raw,
 	})
 	if err != nil {
+		m.dropWorktree(ctx, manifest)
 		return wire.SessionInfo{}, fmt.Errorf("create session: %w", err)
 	}
 	manifest.SessionID = sess.ID
 	if err := m.saveManifest(ctx, sess.ID, manifest); err != nil {
 		return wire.SessionInfo{}, err
 	}
-	if err := m.startTurn(sess.ID, adapter, req.Prompt, req.Model, dir.Path, ""); err != nil {
+	if err := m.startTurn(sess.ID, adapter, req.Prompt, req.Model, workdir, ""); err != nil {
 		return m.info(ctx, sess.ID), err
 	}
 	si := m.info(ctx, sess.ID)
@@ -372,6 +391,7 @@ func (m *Manager) endTurn(sessionID string, status store.Status, reason string, 
 			mf.AgentSessionID = res.AgentSessionID
 		}
 	})
+	m.checkpointTurn(ctx, sessionID)
 	if err := m.setStatus(ctx, sessionID, status, reason); err != nil {
 		fmt.Fprintf(m.opts.Log, "worker: session %s: record end: %v\n", sessionID, err)
 	}

@@ -226,6 +226,9 @@ type Manifest struct {
 	Resumable      bool       `json:"resumable"`
 	// ResumeToken continues the agent's own session in the next turn.
 	ResumeToken string `json:"resume_token,omitempty"`
+	// WorktreeManifest (worktree.go): isolation, branch, base commit and
+	// branch; its fields are flattened into the manifest's JSON.
+	WorktreeManifest
 }
 
 // Approval is one permission decision recorded for a session.
