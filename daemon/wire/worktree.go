@@ -231,10 +231,10 @@ type SquashMergeResult struct {
 
 // WorktreeRemoveResult is the result of worktree-remove.
 type WorktreeRemoveResult struct {
-	SessionID string          `json:"session_id"`
-	Path      string          `json:"path"`
-	Removed   bool            `json:"removed"`
-	Branch    string          `json:"branch"`
+	SessionID string `json:"session_id"`
+	Path      string `json:"path"`
+	Removed   bool   `json:"removed"`
+	Branch    string `json:"branch"`
 	// BranchDeleted is true only when the branch's changes are already in
 	// its base branch; otherwise it is kept with every checkpoint.
 	BranchDeleted bool            `json:"branch_deleted"`
