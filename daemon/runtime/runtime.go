@@ -122,7 +122,7 @@ func run(ctx context.Context, opts Options) error {
 		Token:          token,
 		Sessions:       mgr,
 		Permissions:    mgr,
-		Commands:       mgr.PermissionCommands(),
+		Commands:       commands(mgr.PermissionCommands(), mgr.WorktreeCommands()),
 		Log:            st,
 		Discover:       mgr.Discover,
 		DaemonID:       id.DaemonID,

@@ -478,3 +478,15 @@ func clip(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
+
+// commands joins the request types that parts of the worker add to the
+// control protocol.
+func commands(sets ...map[string]control.Command) map[string]control.Command {
+	out := map[string]control.Command{}
+	for _, set := range sets {
+		for k, v := range set {
+			out[k] = v
+		}
+	}
+	return out
+}
