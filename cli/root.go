@@ -117,6 +117,8 @@ func NewRootCmd(env *Env) *cobra.Command {
 		newWorkerCmd(env, env.Programs),
 		newConfigCmd(env),
 		newValidateCmd(env),
+		newCheckCmd(env),
+		newGuardCmd(env),
 		newServerCmd(env),
 	)
 	return root

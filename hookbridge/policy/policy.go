@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 
 	"reeve.dev/reeve/internal/docschema"
 )
@@ -207,9 +208,10 @@ func (p *Policy) Evaluate(req Request) Decision {
 }
 
 // CheckPath decides whether an agent may touch path at all, for `reeve
-// guard check`: it considers the rules with a path condition and no command
-// condition, and ignores their tools lists, so the answer is the one for
-// the most restricted file tool. Relative paths are taken from workdir.
+// guard check`, answering for the most restricted file tool: it considers
+// the rules with a path condition and no command condition; a deny or ask
+// rule counts whatever tools it lists, an allow rule only when it lists no
+// tools or "*". Relative paths are taken from workdir.
 func (p *Policy) CheckPath(path, workdir string) Decision {
 	if p.Empty() {
 		return Decision{}
@@ -217,6 +219,9 @@ func (p *Policy) CheckPath(path, workdir string) Decision {
 	f := facts{paths: []target{resolveTarget(absWorkdir(workdir), path)}}
 	return p.decide(func(class Action, r *rule) bool {
 		if r.hasCommand || (r.paths == nil && r.outside == nil) {
+			return false
+		}
+		if class == Allow && len(r.tools) > 0 && !slices.Contains(r.tools, "*") {
 			return false
 		}
 		return r.matchPaths(f, class == Allow)

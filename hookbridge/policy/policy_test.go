@@ -231,16 +231,27 @@ func TestCheckPath(t *testing.T) {
 		action Action
 		rule   string
 	}{
-		{"src/a.go", Allow, "allow[1]"},
+		// allow[1] lists only some tools, so it does not answer for all.
+		{"src/a.go", None, ""},
 		{"secrets/a", Deny, "secrets"},
 		{"../elsewhere", Deny, "deny[1]"},
-		{filepath.Join(wd, "docs/x.md"), Allow, "allow[1]"},
+		{filepath.Join(wd, "docs/x.md"), None, ""},
 		{"README.md", None, ""},
 	}
 	for _, tt := range tests {
 		d := p.CheckPath(tt.path, wd)
 		if d.Action != tt.action || d.Rule != tt.rule {
 			t.Errorf("CheckPath(%q) = %+v, want %q by %q", tt.path, d, tt.action, tt.rule)
+		}
+	}
+}
+
+func TestCheckPathAllowForEveryTool(t *testing.T) {
+	p := mustParse(t, "version: 1\nallow:\n  - paths: [src/]\n  - tools: [\"*\"]\n    paths: [docs/]\n")
+	wd := t.TempDir()
+	for path, rule := range map[string]string{"src/a.go": "allow[0]", "docs/x.md": "allow[1]", "main.go": ""} {
+		if d := p.CheckPath(path, wd); d.Rule != rule {
+			t.Errorf("CheckPath(%q) = %+v, want rule %q", path, d, rule)
 		}
 	}
 }
