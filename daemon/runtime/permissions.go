@@ -13,6 +13,7 @@ import (
 	"reeve.dev/reeve/daemon/store"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/hookbridge"
+	"reeve.dev/reeve/hookbridge/policy"
 )
 
 // launchMode picks a new session's operator mode: the one asked for, else
@@ -242,4 +243,21 @@ func (m *Manager) policyFor(ctx context.Context, sess store.Session) func(string
 	return func(tool string, input json.RawMessage) hookbridge.PolicyVerdict {
 		return m.opts.Policy(d.Path, sess.Workdir, tool, input)
 	}
+}
+
+// projectPolicy evaluates <projectDir>/.reeve/policy.yaml, read afresh for
+// each tool use so that an edit takes effect at once. A policy with
+// problems denies everything, saying why: a broken policy must not let
+// tools through that it was written to stop.
+func projectPolicy(projectDir, workdir, tool string, input json.RawMessage) hookbridge.PolicyVerdict {
+	p, problems, err := policy.Load(projectDir)
+	if err != nil {
+		return hookbridge.PolicyVerdict{Action: hookbridge.PolicyDeny, Rule: "unreadable-policy", Reason: "reeve cannot read the project policy: " + err.Error()}
+	}
+	if len(problems) > 0 {
+		return hookbridge.PolicyVerdict{Action: hookbridge.PolicyDeny, Rule: "invalid-policy",
+			Reason: fmt.Sprintf("the project policy has %d problem(s), so reeve denies every tool use until it is fixed (see `reeve check`): %s", len(problems), problems[0])}
+	}
+	d := p.Evaluate(policy.Request{Tool: tool, Input: input, Workdir: workdir})
+	return hookbridge.PolicyVerdict{Action: string(d.Action), Rule: d.Rule, Reason: d.Reason}
 }

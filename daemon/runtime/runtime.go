@@ -96,6 +96,7 @@ func run(ctx context.Context, opts Options) error {
 		Store: st, Agents: registry.New(registry.Options{}), Home: opts.Home,
 		DefaultAgent: launch.DefaultAgent, Env: agentEnv(), Log: opts.Log,
 		Executable: exe, HookTimeout: time.Duration(launch.HookTimeout) * time.Second,
+		Policy: projectPolicy,
 	})
 	if err != nil {
 		return &FatalError{err}
