@@ -112,6 +112,7 @@ func NewRootCmd(env *Env) *cobra.Command {
 		newSessionCmd(env),
 		newPermitCmd(env),
 		newAgentCmd(env),
+		newWorktreeCmd(env),
 		newHookCmd(env),
 		newSupervisorCmd(env),
 		newWorkerCmd(env, env.Programs),
