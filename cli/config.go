@@ -74,6 +74,7 @@ func runConfigResolve(opts *configResolveOptions) error {
 		"auth":                 strconv.FormatBool(s.Auth),
 		"default_agent":        s.DefaultAgent,
 		"hook_timeout_seconds": strconv.Itoa(s.HookTimeoutSeconds),
+		"default_mode":         s.DefaultMode,
 	}
 	tw := tabwriter.NewWriter(opts.env.Out, 0, 0, 2, ' ', 0)
 	for _, key := range config.Keys() {

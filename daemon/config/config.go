@@ -22,6 +22,7 @@ type Settings struct {
 	AllowedOrigins     []string `json:"allowed_origins"`
 	Auth               bool     `json:"auth"`
 	DefaultAgent       string   `json:"default_agent"`
+	DefaultMode        string   `json:"default_mode"`
 	HookTimeoutSeconds int      `json:"hook_timeout_seconds"`
 }
 
@@ -92,6 +93,7 @@ var settings = []setting{
 	{key: "auth", kind: kindBool, def: false},
 	{key: "default_agent", kind: kindString, def: ""},
 	{key: "hook_timeout_seconds", kind: kindInt, def: DefaultHookTimeoutSeconds, check: checkHookTimeout},
+	{key: "default_mode", kind: kindString, def: DefaultMode, check: checkMode},
 }
 
 // Keys lists every key Resolved.Sources reports, in display order.
@@ -157,6 +159,23 @@ func checkProfile(v any) error {
 		}
 	}
 	return fmt.Errorf("value must be one of %s, got %q", quoteList(Profiles), p)
+}
+
+// Modes are the values of default_mode: the operator mode of a session
+// launched without one. Bypass only ever applies when the user chose it.
+var Modes = []string{"detect", "bypass"}
+
+// DefaultMode asks a human before an agent uses a tool.
+const DefaultMode = "detect"
+
+func checkMode(v any) error {
+	m := v.(string)
+	for _, ok := range Modes {
+		if m == ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("value must be one of %s, got %q", quoteList(Modes), m)
 }
 
 func checkHookTimeout(v any) error {

@@ -192,6 +192,7 @@ func Load(opts LoadOptions) (*Resolved, error) {
 		Auth:               v.GetBool("auth"),
 		DefaultAgent:       v.GetString("default_agent"),
 		HookTimeoutSeconds: v.GetInt("hook_timeout_seconds"),
+		DefaultMode:        v.GetString("default_mode"),
 	}
 	return r, nil
 }

@@ -60,6 +60,7 @@ type Launch struct {
 	Auth           bool     `json:"auth"`
 	DefaultAgent   string   `json:"default_agent,omitempty"`
 	HookTimeout    int      `json:"hook_timeout_seconds,omitempty"`
+	DefaultMode    string   `json:"default_mode,omitempty"`
 }
 
 // WriteLaunch persists the launch configuration.

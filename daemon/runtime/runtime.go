@@ -95,7 +95,7 @@ func run(ctx context.Context, opts Options) error {
 	mgr, err := NewManager(ctx, ManagerOptions{
 		Store: st, Agents: registry.New(registry.Options{}), Home: opts.Home,
 		DefaultAgent: launch.DefaultAgent, Env: agentEnv(), Log: opts.Log,
-		Executable: exe, HookTimeout: time.Duration(launch.HookTimeout) * time.Second,
+		Executable: exe, HookTimeout: time.Duration(launch.HookTimeout) * time.Second, DefaultMode: launch.DefaultMode,
 		Policy: projectPolicy,
 	})
 	if err != nil {
