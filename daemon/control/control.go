@@ -58,6 +58,7 @@ type API struct {
 	opts Options
 	mux  *http.ServeMux
 	h    http.Handler
+	ws   *wsServer // nil without sessions
 }
 
 // New builds the local API.
@@ -71,8 +72,8 @@ func New(opts Options) *API {
 	a.mux.HandleFunc("/api/directories", methods{http.MethodGet: a.listDirectories, http.MethodPost: a.addDirectory}.serve)
 	a.mux.HandleFunc("/api/directories/{id}", methods{http.MethodDelete: a.removeDirectory}.serve)
 	if opts.Sessions != nil {
-		ws := &wsServer{sessions: opts.Sessions, log: opts.Log, discover: opts.Discover, commands: opts.Commands, daemonID: opts.DaemonID}
-		a.mux.HandleFunc("/ws", methods{http.MethodGet: ws.ServeHTTP}.serve)
+		a.ws = &wsServer{sessions: opts.Sessions, log: opts.Log, discover: opts.Discover, commands: opts.Commands, daemonID: opts.DaemonID}
+		a.mux.HandleFunc("/ws", methods{http.MethodGet: a.ws.ServeHTTP}.serve)
 		a.mux.HandleFunc("/api/sessions/{id}", methods{http.MethodGet: a.getSession}.serve)
 		a.mux.HandleFunc("/api/sessions/{id}/manifest", methods{http.MethodGet: a.getManifest}.serve)
 		a.mux.HandleFunc("/api/sessions/{id}/events", methods{http.MethodGet: a.listEvents}.serve)

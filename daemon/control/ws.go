@@ -73,6 +73,21 @@ type wsServer struct {
 	daemonID string
 }
 
+// FrameConn carries whole frames of the control protocol: a local
+// WebSocket, or a channel relayed to a remote client and encrypted end to
+// end. The protocol is the same over both.
+type FrameConn interface {
+	// ReadFrame returns the next frame; ErrBinaryFrame for a frame that is
+	// not text, after which reading may go on.
+	ReadFrame(ctx context.Context) ([]byte, error)
+	WriteFrame(ctx context.Context, frame []byte) error
+	// Close ends the connection, telling the peer why.
+	Close(reason string) error
+}
+
+// ErrBinaryFrame is a frame that is not JSON text.
+var ErrBinaryFrame = errors.New("frames are JSON text messages")
+
 func (s *wsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The guard has already checked Host, Origin and the token; the
 	// library's own same-origin check would refuse allowed origins.
@@ -81,15 +96,48 @@ func (s *wsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.SetReadLimit(maxFrame)
-	ctx, cancel := context.WithCancel(r.Context())
+	defer c.CloseNow()
+	s.serve(r.Context(), wsFrames{c})
+}
+
+// ServeControl runs the control protocol over fc until it ends or ctx does.
+func (a *API) ServeControl(ctx context.Context, fc FrameConn) {
+	if a.ws == nil {
+		fc.Close("this daemon serves no sessions")
+		return
+	}
+	a.ws.serve(ctx, fc)
+}
+
+func (s *wsServer) serve(ctx context.Context, fc FrameConn) {
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	conn := &wsConn{srv: s, c: c, ctx: ctx, subs: map[string]*subscription{}, notices: make(chan wire.Notice, noticeQueue)}
+	conn := &wsConn{srv: s, c: fc, ctx: ctx, subs: map[string]*subscription{}, notices: make(chan wire.Notice, noticeQueue)}
 	conn.serve()
+}
+
+// wsFrames is a local WebSocket as a FrameConn.
+type wsFrames struct{ c *websocket.Conn }
+
+func (w wsFrames) ReadFrame(ctx context.Context) ([]byte, error) {
+	typ, data, err := w.c.Read(ctx)
+	if err == nil && typ != websocket.MessageText {
+		return nil, ErrBinaryFrame
+	}
+	return data, err
+}
+
+func (w wsFrames) WriteFrame(ctx context.Context, frame []byte) error {
+	return w.c.Write(ctx, websocket.MessageText, frame)
+}
+
+func (w wsFrames) Close(reason string) error {
+	return w.c.Close(websocket.StatusPolicyViolation, reason)
 }
 
 type wsConn struct {
 	srv     *wsServer
-	c       *websocket.Conn
+	c       FrameConn
 	ctx     context.Context
 	writeMu sync.Mutex
 	helloed bool
@@ -110,7 +158,6 @@ type subscription struct {
 }
 
 func (c *wsConn) serve() {
-	defer c.c.CloseNow()
 	defer c.stopAll()
 	if err := c.write(wire.Hello{Type: wire.TypeHello, ProtocolVersion: wire.ProtocolVersion, Version: version.Version, DaemonID: c.srv.daemonID}); err != nil {
 		return
@@ -123,20 +170,20 @@ func (c *wsConn) serve() {
 		select {
 		case c.notices <- n:
 		default:
-			c.c.Close(websocket.StatusPolicyViolation, "client too slow to read notices")
+			c.c.Close("client too slow to read notices")
 		}
 	})
 	defer remove()
 	go c.forwardNotices()
 
 	for {
-		typ, data, err := c.c.Read(c.ctx)
+		data, err := c.c.ReadFrame(c.ctx)
+		if errors.Is(err, ErrBinaryFrame) {
+			c.ack("", nil, &wire.AckError{Code: wire.CodeBadFrame, Message: err.Error()})
+			continue
+		}
 		if err != nil {
 			return
-		}
-		if typ != websocket.MessageText {
-			c.ack("", nil, &wire.AckError{Code: wire.CodeBadFrame, Message: "frames are JSON text messages"})
-			continue
 		}
 		c.handle(data)
 	}
@@ -374,7 +421,7 @@ func (c *wsConn) writeRaw(data []byte) error {
 	defer c.writeMu.Unlock()
 	c.writing.Store(time.Now().UnixNano())
 	defer c.writing.Store(0)
-	return c.c.Write(c.ctx, websocket.MessageText, data)
+	return c.c.WriteFrame(c.ctx, data)
 }
 
 // watchWrites disconnects a client that stops reading: its write would
@@ -388,7 +435,7 @@ func (c *wsConn) watchWrites() {
 			return
 		case <-tick.C:
 			if began := c.writing.Load(); began != 0 && time.Since(time.Unix(0, began)) > writeTimeout {
-				c.c.Close(websocket.StatusPolicyViolation, "client stopped reading")
+				c.c.Close("client stopped reading")
 				return
 			}
 		}
