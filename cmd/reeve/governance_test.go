@@ -312,3 +312,57 @@ func (h *daemonHome) sessionInfoOf(sid string) wire.SessionInfo {
 	h.t.Fatalf("no session %s", sid)
 	return wire.SessionInfo{}
 }
+
+// Codex's exec mode never asks for approval itself; its PreToolUse hook is
+// where reeve decides, and a human's deny really blocks the command.
+func TestCodexCommandsWaitForHuman(t *testing.T) {
+	exe := agenttest.Codex(t)
+	srv := agenttest.NewOpenAIServer(t, agenttest.OpenAIOptions{Turns: []agenttest.Turn{
+		{Text: "running it", Calls: []agenttest.ToolCall{agenttest.ExecCommand("touch by-codex.txt")}},
+		{Text: "done"},
+	}})
+	codexHome := agenttest.CodexHome(t, agenttest.CodexHomeOptions{BaseURL: srv.URL})
+	h := newHome(t)
+	h.env = append(agenttest.CodexEnv(codexHome, t.TempDir()), "REEVE_CODEX_PATH="+exe)
+	h.start()
+	for _, decision := range []string{"deny", "allow"} {
+		work := t.TempDir()
+		sid := strings.TrimSpace(h.must("run", work, "--agent", "codex", "--prompt", "make it").stdout)
+		var req wire.PermissionRequest
+		waitFor(t, "a pending request", 60*time.Second, func() bool {
+			p := h.pending()
+			if len(p) == 1 {
+				req = p[0]
+			}
+			return len(p) == 1
+		})
+		if req.SessionID != sid || !strings.Contains(string(req.Input), "by-codex.txt") {
+			t.Fatalf("request: %+v", req)
+		}
+		h.must("permit", decision, req.ID, "--reason", "reviewed: "+decision)
+		if r := h.run("wait", sid, "--timeout", "60"); r.code != 0 {
+			t.Fatalf("wait: %d %s", r.code, r.stderr)
+		}
+		_, err := os.Stat(filepath.Join(work, "by-codex.txt"))
+		if ran := err == nil; ran != (decision == "allow") {
+			t.Fatalf("%s: the command ran=%v", decision, ran)
+		}
+		if m := h.manifest(sid); !m.Guarded || len(m.Approvals) != 1 || m.Approvals[0].Decision != decision {
+			t.Fatalf("%s: manifest %+v", decision, m)
+		}
+	}
+	// The model heard why its command was blocked.
+	told := false
+	for _, r := range srv.MainRequests() {
+		items, err := agenttest.ResponsesInput(r.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			told = told || (it.Type == "function_call_output" && strings.Contains(string(it.Output), "reviewed: deny"))
+		}
+	}
+	if !told {
+		t.Fatal("the deny reason did not reach the model")
+	}
+}
