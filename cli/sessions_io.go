@@ -183,6 +183,21 @@ func (r *renderer) render(u wire.SessionUpdate) {
 		var d wire.Error
 		json.Unmarshal(u.Data, &d)
 		r.line("[error] %s", d.Message)
+	case wire.KindHookEvent:
+		// The decisions below say what matters; the raw hook calls are in
+		// --json.
+	case wire.KindPermissionRequest:
+		var d wire.PermissionRequest
+		json.Unmarshal(u.Data, &d)
+		r.line("[permission] %s %s waits for you: reeve permit allow %s  (or: reeve permit deny %s --reason ...)", d.Tool, clip(string(d.Input), 200), d.ID, d.ID)
+	case wire.KindPermissionDecision:
+		var d wire.PermissionDecision
+		json.Unmarshal(u.Data, &d)
+		r.line("[%s] %s, by %s: %s", pastTense(d.Decision), d.Tool, d.DecidedBy, d.Reason)
+	case wire.KindMode:
+		var d wire.ModeChange
+		json.Unmarshal(u.Data, &d)
+		r.line("[mode] %s", d.Mode)
 	default:
 		r.line("[%s] %s", u.Kind, clip(string(u.Data), 300))
 	}
