@@ -42,6 +42,8 @@ type retryFrom struct {
 // manifest: a fresh worktree when dir is in a git repository with a
 // commit, else dir itself. It returns the agent's working directory.
 func (m *Manager) isolate(ctx context.Context, sessionID, dir string, from *retryFrom, mf *wire.Manifest) (string, error) {
+	// A client that goes away must not leave a half-created worktree.
+	ctx = context.WithoutCancel(ctx)
 	if from != nil {
 		wt, err := m.worktrees.Branch(ctx, from.wt, from.sha, sessionID)
 		if err != nil {
@@ -229,14 +231,16 @@ func (m *Manager) WorktreeCommands() map[string]control.Command {
 	}
 }
 
-// decoded adapts a typed handler to a control.Command.
+// decoded adapts a typed handler to a control.Command. The handler runs
+// to its end even if the client goes away: a git step killed halfway (a
+// fast-forward, a reset) would leave a checkout half updated.
 func decoded[Req, Res any](fn func(context.Context, Req) (Res, error)) control.Command {
 	return func(ctx context.Context, frame []byte) (any, error) {
 		var req Req
 		if err := json.Unmarshal(frame, &req); err != nil {
 			return nil, sessionErr(wire.CodeBadFrame, "malformed frame: %v", err)
 		}
-		return fn(ctx, req)
+		return fn(context.WithoutCancel(ctx), req)
 	}
 }
 
