@@ -209,6 +209,10 @@ func TestWorktreeIsolationCheckpointsRollbackRetry(t *testing.T) {
 		sum.Checkpoints[0].SHA != cp1 || sum.Insertions != 3 || sum.Deletions != 1 {
 		t.Fatalf("summary: %+v", sum)
 	}
+	if out := h.must("worktree", "summary", si.ID).stdout; !strings.Contains(out, "checkpoints (2)") || !strings.Contains(out, cp1[:10]+"  turn 1") ||
+		!strings.Contains(out, "3 files changed, 3 insertions(+), 1 deletions(-)") {
+		t.Fatalf("summary: %s", out)
+	}
 	d := h.must("worktree", "diffs", si.ID)
 	if !strings.Contains(d.stdout, "+two") || !strings.Contains(d.stdout, "-zero") || !strings.Contains(d.stdout, "+uncommitted") ||
 		!strings.Contains(d.stderr, "3 files changed") {
