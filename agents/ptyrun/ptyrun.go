@@ -271,6 +271,11 @@ func (d *drainer) run() {
 			continue
 		}
 		// EOF, EIO (the PTY's last slave closed) or a second timeout.
+		// A program may close its terminal and still run (a shell closes
+		// its descriptors before its exit handlers). Closing the PTY
+		// master now would hang up the terminal and kill it with SIGHUP,
+		// so the master stays open until the process has exited.
+		<-d.exited
 		return
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -478,5 +479,40 @@ func waitDead(t *testing.T, pid int) {
 			t.Fatalf("process %d still alive", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A program that closes its terminal and then goes on running must not be
+// hung up: bash closes its descriptors before its exit handlers run, and a
+// PTY master closed at that moment killed it with SIGHUP now and then.
+func TestClosedTerminalIsNotHungUp(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("bash is not installed")
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failures []string
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				p, err := Start(context.Background(), Options{Path: bash, Args: []string{"-c", "rm -f /nonexistent-reeve-file"}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r := p.Wait(); r.Err != nil {
+					mu.Lock()
+					failures = append(failures, r.Err.Error())
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d of 200 runs failed, e.g. %s", len(failures), failures[0])
 	}
 }
