@@ -106,6 +106,7 @@ func (b *Broker) Open(req Request) (Request, <-chan Decision) {
 	p := &pending{req: req, done: make(chan Decision, 1)}
 	b.mu.Lock()
 	b.pending[req.ID] = p
+	b.forgetOld()
 	b.mu.Unlock()
 	return req, p.done
 }
@@ -124,6 +125,20 @@ func (b *Broker) Wait(ctx context.Context, req Request, done <-chan Decision) De
 			Reason: fmt.Sprintf("nobody decided within %s, so reeve denied it", b.opts.Timeout)})
 	case <-ctx.Done():
 		return b.resolve(req.ID, Decision{Decision: Deny, DecidedBy: "daemon", Reason: "the request was abandoned: " + context.Cause(ctx).Error()})
+	}
+}
+
+// decidedMemory is how long an answered request is remembered, so that a
+// late second answer gets "already decided" rather than "unknown".
+const decidedMemory = 24 * time.Hour
+
+// forgetOld drops answered requests older than decidedMemory; b.mu is held.
+func (b *Broker) forgetOld() {
+	cutoff := b.opts.Now().Add(-decidedMemory)
+	for id, d := range b.decided {
+		if d.At.Before(cutoff) {
+			delete(b.decided, id)
+		}
 	}
 }
 

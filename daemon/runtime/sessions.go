@@ -231,7 +231,9 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	lt := m.live[sessionID]
 	m.mu.Unlock()
 	if lt != nil {
-		err := lt.proc.Input([]byte(text + "\n"))
+		// "\r" is what the Enter key sends; a terminal in line mode turns it
+		// into a newline, and raw-mode programs expect it.
+		err := lt.proc.Input([]byte(text + "\r"))
 		if errors.Is(err, agents.ErrNoInput) {
 			return sessionErr(wire.CodeBusy, "session %s is running a turn; send the prompt when it has ended (see `reeve wait`)", sessionID)
 		}
