@@ -42,7 +42,7 @@ func (s *Server) authenticate(c *call) error {
 	case AuthDaemon:
 		p, err = s.daemonPrincipal(c, tok)
 	case AuthRelay:
-		p, err = s.relayPrincipal(tok)
+		p, err = s.relayPrincipal(c, tok)
 	}
 	if err != nil {
 		return err
@@ -127,13 +127,24 @@ func (s *Server) daemonPrincipal(c *call, tok string) (auth.Principal, error) {
 	return p, nil
 }
 
-func (s *Server) relayPrincipal(tok string) (auth.Principal, error) {
+func (s *Server) relayPrincipal(c *call, tok string) (auth.Principal, error) {
 	if s.opts.Signer == nil {
 		return auth.Principal{}, errBadCredential
 	}
 	cl, err := s.opts.Signer.Verify(tok)
 	if err != nil {
 		return auth.Principal{}, errBadCredential
+	}
+	// A daemon's JWT dies with its install (detached or retired), not
+	// only at expiry.
+	if cl.Role == auth.RelayRoleDaemon {
+		ok, err := s.installActive(c, cl.Workspace, cl.Subject)
+		if err != nil {
+			return auth.Principal{}, err
+		}
+		if !ok {
+			return auth.Principal{}, unauthenticated("the install of this relay token has been detached")
+		}
 	}
 	return auth.Principal{Kind: auth.KindRelay, InstallID: cl.Subject, Workspace: cl.Workspace, Role: cl.Role}, nil
 }

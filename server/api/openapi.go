@@ -47,6 +47,7 @@ var errorDescriptions = map[int]string{
 	403: "Permission denied: not a member of the workspace, or the role is too low (forbidden).",
 	404: "Not found: unknown workspace, record or route.",
 	409: "Conflict with the current state.",
+	410: "Gone: the pairing code has expired (expired).",
 	413: "The body is larger than the limit (body_too_large).",
 	415: "The body is not application/json (unsupported_media_type).",
 	422: "Validation failed (validation_failed); details list the fields.",

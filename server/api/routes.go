@@ -213,20 +213,26 @@ func specRoutes() []Route {
 		typed("GET", "/api/openapi.json", "", "Meta", 200, "OpenApiDocument").summary("This OpenAPI document"),
 	)
 
-	// 4.2 Pairing, installs and relay credentials.
+	// 4.2 Pairing, installs and relay credentials. The code lookup and deny
+	// routes, and GET /api/runtime/install, are the service's own (the
+	// approval page and `reeve doctor` need them).
+	pc := "/api/pairing-codes/{code}"
 	add(
-		placeholder("POST", "/api/workspaces/{workspace}/pairing-codes", "Pairing").role("admin").body("PairingCodeCreateRequest", false).summary("Browser mints a pairing code"),
-		typed("POST", "/api/pairing-codes", "", "Pairing", 201, "PairingCodeResponse").auth(AuthPublic).scope(ScopeNone).body("PairingCodeCreateRequest", false).summary("Daemon mints a pairing code"),
-		typed("POST", "/api/pairing-codes/{code}/claim", "", "Pairing", 200, "PairingCodeResponse").auth(AuthPublic).scope(ScopeNone).body("PairingCodeClaimRequest", false).errs(401, 404, 409).summary("Claim a code; the claimer receives a status_token"),
-		typed("GET", "/api/pairing-codes/{code}/status", "", "Pairing", 200, "PairingCodeResponse").auth(AuthPublic).scope(ScopeNone).errs(401, 404).summary("Poll with the status token (Authorization: Bearer)"),
-		typed("POST", "/api/pairing-codes/{code}/approve", "", "Pairing", 200, "PairingCodeResponse").scope(ScopeNone).body("PlaceholderRequest", false).errs(404, 409).summary("Approve: binds the machine and returns the relay credential once"),
+		placeholder("POST", "/api/workspaces/{workspace}/pairing-codes", "Pairing").role("admin").body("WorkspacePairingCodeRequest", false).success(201).resp("PairingCodeResponse").errs(429).summary("Browser mints a pairing code"),
+		typed("POST", "/api/pairing-codes", "", "Pairing", 201, "PairingCodeResponse").auth(AuthPublic).scope(ScopeNone).body("PairingCodeCreateRequest", true).errs(429).summary("Daemon mints a pairing code and receives the status token"),
+		typed("POST", pc+"/claim", "", "Pairing", 200, "PairingCodeResponse").auth(AuthPublic).scope(ScopeNone).body("PairingCodeClaimRequest", false).errs(401, 403, 404, 409, 410, 429).summary("Claim a code; a claiming daemon receives a status_token"),
+		typed("GET", pc+"/status", "", "Pairing", 200, "PairingCodeResponse").auth(AuthPublic).scope(ScopeNone).errs(401, 404, 410, 429).summary("Poll with the status token (Authorization: Bearer); the first answer after approval carries relay_credentials"),
+		typed("GET", pc, "", "Pairing", 200, "PairingCodeResponse").scope(ScopeNone).errs(404, 410, 429).summary("Show a code to a signed-in user: the machine's name and anchor fingerprint"),
+		typed("POST", pc+"/approve", "", "Pairing", 200, "PairingCodeResponse").scope(ScopeNone).body("PairingDecisionRequest", false).errs(404, 409, 410, 429).summary("Approve: binds the machine to the workspace and retires its earlier install"),
+		typed("POST", pc+"/deny", "", "Pairing", 200, "PairingCodeResponse").scope(ScopeNone).body("PairingDecisionRequest", false).errs(404, 409, 410, 429).summary("Deny: the machine is not paired"),
 		typed("GET", "/api/workspaces/{workspace}/installs", "", "Pairing", 200, "InstallCollectionResponse").summary("List paired machines"),
 		typed("POST", "/api/workspaces/{workspace}/installs", "", "Pairing", 201, "InstallResponse").role("admin").body("InstallCreateRequest", false).summary("Register a machine; returns its issue token once"),
 		typed("GET", "/api/workspaces/{workspace}/installs/{install}", "", "Pairing", 200, "InstallResponse").errs(404),
-		typed("DELETE", "/api/workspaces/{workspace}/installs/{install}", "", "Pairing", 204, "").role("admin").errs(404).summary("Detach a paired daemon (revokes its issue token)"),
-		typed("POST", "/api/workspaces/{workspace}/installs/{install}/heartbeat", "", "Pairing", 200, "InstallResponse").body("PlaceholderRequest", false).errs(404),
+		typed("DELETE", "/api/workspaces/{workspace}/installs/{install}", "", "Pairing", 204, "").role("admin").errs(404).summary("Detach a paired daemon: its issue token and relay JWTs stop working at once"),
+		typed("POST", "/api/workspaces/{workspace}/installs/{install}/heartbeat", "", "Pairing", 200, "InstallResponse").auth(AuthDaemon).body("PlaceholderRequest", false).errs(404).summary("The daemon reports it is alive (its own issue token); updates last_seen_at"),
 		typed("POST", "/api/workspaces/{workspace}/relay-token", "", "Pairing", 201, "RelayTokenResponse").body("PlaceholderRequest", false).summary("Relay JWT for a browser client"),
 		typed("POST", "/api/runtime/relay-token", "", "Runtime", 201, "RelayTokenResponse").body("PlaceholderRequest", false).summary("Daemon exchanges its issue token for a relay JWT"),
+		typed("GET", "/api/runtime/install", "", "Runtime", 200, "InstallResponse").summary("The install of the presented issue token (a read-only credential check)"),
 		typed("POST", "/api/runtime/internal/relay/validate", "", "Runtime", 200, "RelayValidateResponse").body("RelayValidateRequest", false).summary("Relay admits a WebSocket upgrade by validating the presented JWT"),
 	)
 

@@ -163,7 +163,7 @@ func TestAuthMatrix(t *testing.T) {
 	self := map[string]bool{
 		"GET /api/workspaces": true, "POST /api/workspaces": true, "POST /api/auth/logout": true,
 		"GET /api/me/api-tokens": true, "POST /api/me/api-tokens": true, "DELETE /api/me/api-tokens/{tokenId}": true,
-		"POST /api/pairing-codes/{code}/approve": true,
+		"POST /api/pairing-codes/{code}/approve": true, "POST /api/pairing-codes/{code}/deny": true, "GET /api/pairing-codes/{code}": true,
 	}
 	n403 := 0
 	for _, r := range api.Routes() {

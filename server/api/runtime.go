@@ -1,13 +1,8 @@
 package api
 
 import (
-	"crypto/rand"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"net/http"
-	"strings"
-	"time"
 
 	"reeve.dev/reeve/server/auth"
 	"reeve.dev/reeve/server/sdk"
@@ -24,16 +19,36 @@ func (s *Server) runtimeHandlers() map[string]handlerFunc {
 		"postApiWorkspacesWorkspaceRelayToken":               s.clientRelayToken,
 		"postApiRuntimeRelayToken":                           s.daemonRelayToken,
 		"postApiRuntimeInternalRelayValidate":                s.relayValidate,
-		"postApiWorkspacesWorkspacePairingCodes":             s.browserPairingCode,
-		"postApiPairingCodes":                                s.daemonPairingCode,
-		"postApiPairingCodesCodeClaim":                       s.claimPairingCode,
-		"getApiPairingCodesCodeStatus":                       s.pairingStatus,
-		"postApiPairingCodesCodeApprove":                     s.approvePairingCode,
+		"getApiRuntimeInstall":                               s.runtimeInstall,
+		"postApiWorkspacesWorkspacePairingCodes":             s.guarded(false, s.browserPairingCode),
+		"postApiPairingCodes":                                s.guarded(true, s.daemonPairingCode),
+		"postApiPairingCodesCodeClaim":                       s.guarded(false, s.claimPairingCode),
+		"getApiPairingCodesCodeStatus":                       s.guarded(false, s.pairingStatus),
+		"getApiPairingCodesCode":                             s.guarded(false, s.getPairingCode),
+		"postApiPairingCodesCodeApprove":                     s.guarded(false, s.approvePairingCode),
+		"postApiPairingCodesCodeDeny":                        s.guarded(false, s.denyPairingCode),
 	}
 }
 
-func installJSON(in store.Install) sdk.Install {
-	return sdk.Install{ID: in.ID, WorkspaceID: in.WorkspaceID, Name: in.Name, CreatedAt: in.CreatedAt, LastSeenAt: in.LastSeenAt}
+func installJSON(in store.Install, m machine) sdk.Install {
+	return sdk.Install{ID: in.ID, WorkspaceID: in.WorkspaceID, Name: in.Name, CreatedAt: in.CreatedAt, LastSeenAt: in.LastSeenAt,
+		AnchorFingerprint: m.Fingerprint, AnchorPublicKey: m.AnchorKey, Worker: m.Worker, Transport: m.Transport}
+}
+
+// installWithMachine answers one install with the machine it was paired
+// from, when it was paired.
+func (s *Server) installWithMachine(c *call, in store.Install) (sdk.Install, error) {
+	var m machine
+	rec, err := s.st.RecordByKey(c.ctx(), in.WorkspaceID, machineCollection, in.ID)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(rec.Attributes, &m); err != nil {
+			return sdk.Install{}, err
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return sdk.Install{}, err
+	}
+	return installJSON(in, m), nil
 }
 
 func (s *Server) listInstalls(c *call) (int, any, error) {
@@ -41,10 +56,14 @@ func (s *Server) listInstalls(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	machines, err := s.machines(c, c.ws.ID)
+	if err != nil {
+		return 0, nil, err
+	}
 	out := map[string]any{}
 	list := make([]sdk.Install, 0, len(ins))
 	for _, in := range ins {
-		list = append(list, installJSON(in))
+		list = append(list, installJSON(in, machines[in.ID]))
 	}
 	out["data"], out["meta"] = list, sdk.ListMeta{Count: len(list)}
 	return 200, out, nil
@@ -66,7 +85,7 @@ func (s *Server) newInstall(c *call, workspaceID, name string) (sdk.Install, err
 	if err := s.st.CreateInstall(c.ctx(), in, a); err != nil {
 		return sdk.Install{}, err
 	}
-	out := installJSON(in)
+	out := installJSON(in, machine{})
 	out.IssueToken = plain
 	return out, nil
 }
@@ -94,7 +113,22 @@ func (s *Server) getInstall(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return 200, sdk.InstallResponse{Data: installJSON(in)}, nil
+	out, err := s.installWithMachine(c, in)
+	return 200, sdk.InstallResponse{Data: out}, err
+}
+
+// runtimeInstall lets a daemon read its own install: a read-only check that
+// its issue token still works (reeve doctor).
+func (s *Server) runtimeInstall(c *call) (int, any, error) {
+	in, err := s.st.Install(c.ctx(), c.p.Workspace, c.p.InstallID)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errBadCredential
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	out, err := s.installWithMachine(c, in)
+	return 200, sdk.InstallResponse{Data: out}, err
 }
 
 func (s *Server) deleteInstall(c *call) (int, any, error) {
@@ -109,7 +143,12 @@ func (s *Server) deleteInstall(c *call) (int, any, error) {
 	return 204, nil, nil
 }
 
+// heartbeat is the daemon reporting it is alive, with its own issue token;
+// it may only speak for itself.
 func (s *Server) heartbeat(c *call) (int, any, error) {
+	if c.r.PathValue("install") != c.p.InstallID {
+		return 0, nil, forbidden("an install may only send its own heartbeat")
+	}
 	in, err := s.install(c)
 	if err != nil {
 		return 0, nil, err
@@ -119,7 +158,8 @@ func (s *Server) heartbeat(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	in.LastSeenAt = &now
-	return 200, sdk.InstallResponse{Data: installJSON(in)}, nil
+	out, err := s.installWithMachine(c, in)
+	return 200, sdk.InstallResponse{Data: out}, err
 }
 
 func (s *Server) relayToken(subject, workspace, role, target string) (any, error) {
@@ -140,7 +180,14 @@ func (s *Server) clientRelayToken(c *call) (int, any, error) {
 
 func (s *Server) daemonRelayToken(c *call) (int, any, error) {
 	out, err := s.relayToken(c.p.InstallID, c.p.Workspace, auth.RelayRoleDaemon, c.p.InstallID)
-	return 201, out, err
+	if err != nil {
+		return 0, nil, err
+	}
+	// An exchange is a sign of life as good as a heartbeat.
+	if err := s.st.TouchInstall(c.ctx(), c.p.InstallID, c.now()); err != nil {
+		s.log.Warn("touch install", "install", c.p.InstallID, "err", err)
+	}
+	return 201, out, nil
 }
 
 // relayValidate answers whether the presented JWT (already verified by
@@ -158,248 +205,22 @@ func (s *Server) relayValidate(c *call) (int, any, error) {
 	return 200, map[string]any{"data": map[string]any{"valid": true, "workspace_id": c.p.Workspace, "role": c.p.Role, "subject": c.p.InstallID}}, nil
 }
 
-// ---- pairing (spec 3.1) ----
-//
-// A pairing code is a record in the server-wide scope (workspace ""),
-// keyed by the code. Its state moves pending → claimed → approved. Status
-// tokens and issue tokens are stored only as hashes. Approval returns the
-// new install's issue token once (spec 3.1); the daemon's first status poll
-// after approval rotates that token and returns the new plaintext once, so
-// the credential the daemon keeps is one nobody else has seen.
-
-const pairingCollection = "pairing-codes"
-
-// pairingTTL bounds how long a code can be claimed and approved.
-const pairingTTL = 15 * time.Minute
-
-// codeAlphabet avoids look-alike characters (0/O, 1/I/L).
-const codeAlphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
-
-func newPairingCode() (string, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
+// installActive reports whether a relay JWT's install is still attached:
+// a detached or retired install's JWTs stop working at once, not when they
+// expire. Answers are cached like credentials, and dropped on detach.
+func (s *Server) installActive(c *call, workspace, id string) (bool, error) {
+	key := "install:" + id
+	now := s.opts.Now()
+	if _, ok := s.creds.get(key, now); ok {
+		return true, nil
 	}
-	for i := range b {
-		b[i] = codeAlphabet[int(b[i])%len(codeAlphabet)]
-	}
-	return string(b[:]), nil
-}
-
-type pairing struct {
-	Code            string  `json:"code"`
-	State           string  `json:"state"`
-	Initiator       string  `json:"initiator"`
-	WorkspaceID     *string `json:"workspace_id"`
-	Name            string  `json:"name"`
-	ExpiresAt       string  `json:"expires_at"`
-	StatusTokenHash string  `json:"status_token_hash,omitempty"`
-	InstallID       string  `json:"install_id,omitempty"`
-	// Delivered is set once the daemon's poll has received its credential.
-	Delivered bool `json:"delivered,omitempty"`
-}
-
-func (p pairing) answer(statusToken string, creds *sdk.Install, relayURL string) map[string]any {
-	d := map[string]any{"code": p.Code, "state": p.State, "expires_at": p.ExpiresAt, "approved": p.State == "approved", "workspace_id": p.WorkspaceID, "relay_credentials": nil}
-	if statusToken != "" {
-		d["status_token"] = statusToken
-	}
-	if creds != nil {
-		d["relay_credentials"] = map[string]any{"install_id": creds.ID, "workspace_id": creds.WorkspaceID, "issue_token": creds.IssueToken, "relay_url": relayURL}
-	}
-	return map[string]any{"data": d}
-}
-
-func (s *Server) createPairing(c *call, initiator string, workspace *string) (pairing, string, error) {
-	code, err := newPairingCode()
-	if err != nil {
-		return pairing{}, "", err
-	}
-	name, _ := c.body["name"].(string)
-	p := pairing{Code: code, State: "pending", Initiator: initiator, WorkspaceID: workspace, Name: name, ExpiresAt: c.now().Add(pairingTTL).Format(time.RFC3339)}
-	var statusToken string
-	if initiator == "daemon" {
-		// Roles swap: the daemon that minted the code is the one that polls.
-		if statusToken, err = auth.NewToken("rvt_"); err != nil {
-			return pairing{}, "", err
-		}
-		p.StatusTokenHash = auth.Hash(statusToken)
-	}
-	if err := s.putPairing(c, p, true); err != nil {
-		return pairing{}, "", err
-	}
-	return p, statusToken, nil
-}
-
-func (s *Server) putPairing(c *call, p pairing, create bool) error {
-	b, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	now := c.now()
-	if create {
-		rec := store.Record{ID: newRecordID(), Collection: pairingCollection, NaturalKey: p.Code, Attributes: b, CreatedBy: c.p.Actor(), CreatedAt: now, UpdatedAt: now}
-		return s.st.CreateRecord(c.ctx(), &rec, store.AuditEntry{})
-	}
-	rec, err := s.st.RecordByKey(c.ctx(), "", pairingCollection, p.Code)
-	if err != nil {
-		return err
-	}
-	rec.Attributes, rec.UpdatedAt = b, now
-	return s.st.UpdateRecord(c.ctx(), &rec, store.AuditEntry{})
-}
-
-func (s *Server) loadPairing(c *call) (pairing, error) {
-	code := strings.ToUpper(c.r.PathValue("code"))
-	rec, err := s.st.RecordByKey(c.ctx(), "", pairingCollection, code)
+	_, err := s.st.Install(c.ctx(), workspace, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return pairing{}, notFound("no pairing code %q", code)
+		return false, nil
 	}
 	if err != nil {
-		return pairing{}, err
+		return false, err
 	}
-	var p pairing
-	if err := json.Unmarshal(rec.Attributes, &p); err != nil {
-		return pairing{}, err
-	}
-	if exp, err := time.Parse(time.RFC3339, p.ExpiresAt); err == nil && c.now().After(exp) && p.State != "approved" {
-		return pairing{}, notFound("pairing code %q has expired", code)
-	}
-	return p, nil
-}
-
-func (s *Server) browserPairingCode(c *call) (int, any, error) {
-	id := c.ws.ID
-	p, _, err := s.createPairing(c, "browser", &id)
-	if err != nil {
-		return 0, nil, err
-	}
-	return 201, p.answer("", nil, ""), nil
-}
-
-func (s *Server) daemonPairingCode(c *call) (int, any, error) {
-	p, tok, err := s.createPairing(c, "daemon", nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	c.w.Header().Set("Cache-Control", "no-store")
-	return 201, p.answer(tok, nil, ""), nil
-}
-
-// optionalUser authenticates a user on a public route when a credential is
-// present.
-func (s *Server) optionalUser(c *call) error {
-	tok := bearer(c.r)
-	if tok == "" {
-		return unauthenticated("a user bearer credential is required to claim this code")
-	}
-	p, err := s.userPrincipal(c, tok)
-	if err != nil {
-		return err
-	}
-	c.p = p
-	return nil
-}
-
-func (s *Server) claimPairingCode(c *call) (int, any, error) {
-	p, err := s.loadPairing(c)
-	if err != nil {
-		return 0, nil, err
-	}
-	if p.State != "pending" {
-		return 0, nil, errorf(http.StatusConflict, sdk.CodeConflict, "pairing code is already %s", p.State)
-	}
-	var statusToken string
-	if p.Initiator == "daemon" {
-		// A user claims a daemon's code for one of their workspaces.
-		if err := s.optionalUser(c); err != nil {
-			return 0, nil, err
-		}
-		wid, _ := c.body["workspace"].(string)
-		if wid == "" {
-			return 0, nil, invalid(sdk.ErrorDetail{Field: "/workspace", Message: "is required to claim a daemon's code"})
-		}
-		role, err := s.st.Role(c.ctx(), wid, c.p.UserID)
-		if err != nil || auth.RoleRank(role) < auth.RoleRank(sdk.RoleAdmin) {
-			return 0, nil, forbidden("pairing needs the admin role in the workspace")
-		}
-		p.WorkspaceID = &wid
-	} else {
-		if statusToken, err = auth.NewToken("rvt_"); err != nil {
-			return 0, nil, err
-		}
-		p.StatusTokenHash = auth.Hash(statusToken)
-		if n, _ := c.body["name"].(string); n != "" {
-			p.Name = n
-		}
-	}
-	p.State = "claimed"
-	if err := s.putPairing(c, p, false); err != nil {
-		return 0, nil, err
-	}
-	c.w.Header().Set("Cache-Control", "no-store")
-	return 200, p.answer(statusToken, nil, ""), nil
-}
-
-func (s *Server) pairingStatus(c *call) (int, any, error) {
-	p, err := s.loadPairing(c)
-	if err != nil {
-		return 0, nil, err
-	}
-	tok := bearer(c.r)
-	if tok == "" || p.StatusTokenHash == "" || subtle.ConstantTimeCompare([]byte(auth.Hash(tok)), []byte(p.StatusTokenHash)) != 1 {
-		return 0, nil, unauthenticated("the pairing status token is missing or wrong")
-	}
-	var creds *sdk.Install
-	if p.State == "approved" && !p.Delivered {
-		plain, err := auth.NewToken(auth.PrefixInstall)
-		if err != nil {
-			return 0, nil, err
-		}
-		if err := s.st.SetInstallToken(c.ctx(), *p.WorkspaceID, p.InstallID, auth.Hash(plain)); err != nil {
-			return 0, nil, err
-		}
-		id := p.InstallID
-		s.creds.drop(func(_ string, pr auth.Principal) bool { return pr.InstallID == id })
-		creds = &sdk.Install{ID: p.InstallID, WorkspaceID: *p.WorkspaceID, IssueToken: plain}
-		p.Delivered = true
-		if err := s.putPairing(c, p, false); err != nil {
-			return 0, nil, err
-		}
-	}
-	c.w.Header().Set("Cache-Control", "no-store")
-	return 200, p.answer("", creds, s.opts.RelayURL), nil
-}
-
-func (s *Server) approvePairingCode(c *call) (int, any, error) {
-	p, err := s.loadPairing(c)
-	if err != nil {
-		return 0, nil, err
-	}
-	if p.State != "claimed" {
-		return 0, nil, errorf(http.StatusConflict, sdk.CodeConflict, "pairing code is %s, not claimed", p.State)
-	}
-	role, err := s.st.Role(c.ctx(), *p.WorkspaceID, c.p.UserID)
-	if err != nil || auth.RoleRank(role) < auth.RoleRank(sdk.RoleAdmin) {
-		return 0, nil, forbidden("approving a pairing needs the admin role in the workspace")
-	}
-	// Retire the previous install of this machine in this workspace.
-	if olds, err := s.st.Installs(c.ctx(), *p.WorkspaceID); err == nil {
-		for _, o := range olds {
-			if o.Name == p.Name && p.Name != "" {
-				_ = s.st.RevokeInstall(c.ctx(), *p.WorkspaceID, o.ID, c.now(), store.AuditEntry{WorkspaceID: *p.WorkspaceID, Actor: c.p.Actor(), Action: "install.retire", Target: "installs/" + o.ID, CreatedAt: c.now()})
-				s.creds.drop(func(_ string, pr auth.Principal) bool { return pr.InstallID == o.ID })
-			}
-		}
-	}
-	in, err := s.newInstall(c, *p.WorkspaceID, p.Name)
-	if err != nil {
-		return 0, nil, err
-	}
-	p.State, p.InstallID = "approved", in.ID
-	if err := s.putPairing(c, p, false); err != nil {
-		return 0, nil, err
-	}
-	c.w.Header().Set("Cache-Control", "no-store")
-	return 200, p.answer("", &in, s.opts.RelayURL), nil
+	s.creds.put(key, auth.Principal{Kind: auth.KindDaemon, InstallID: id, Workspace: workspace}, nil, now)
+	return true, nil
 }

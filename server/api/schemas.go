@@ -247,13 +247,25 @@ func requestSchemas() map[string]schema {
 		}),
 
 		// Pairing (spec 4.2 shows no bodies; these are the service's own).
-		"PairingCodeCreateRequest": described(object(nil, schema{
-			"name": schema{"type": "string", "maxLength": 200},
-		}), "Optional machine name shown on the approval page."),
+		"PairingCodeCreateRequest": described(object([]string{"anchor_public_key"}, schema{
+			"name":              schema{"type": "string", "maxLength": 200},
+			"anchor_public_key": described(schema{"type": "string", "maxLength": 64}, "The daemon's X25519 trust-anchor public key (32 bytes, standard base64); its fingerprint identifies the machine."),
+			"worker":            typ("boolean"),
+			"transport":         enum("polling", "relay"),
+		}), "A daemon describes itself as it mints a code; the approval page shows the name and anchor fingerprint."),
 		"PairingCodeClaimRequest": described(object(nil, schema{
-			"name":      schema{"type": "string", "maxLength": 200},
-			"workspace": described(tString(), "Daemon-initiated codes: the workspace (ULID) the claiming user pairs the machine to."),
+			"name":              schema{"type": "string", "maxLength": 200},
+			"anchor_public_key": described(schema{"type": "string", "maxLength": 64}, "Browser-minted codes: the claiming daemon's X25519 anchor public key (required)."),
+			"worker":            typ("boolean"),
+			"transport":         enum("polling", "relay"),
+			"workspace":         described(tString(), "Daemon-minted codes: the workspace (ULID) the claiming user pairs the machine to."),
 		}), "Claims a pairing code."),
+		"WorkspacePairingCodeRequest": described(object(nil, schema{
+			"expires_in_seconds": described(schema{"type": "integer", "minimum": 1, "maximum": 3600}, "Lifetime of the code; default 900."),
+		}), "Mints a code for the workspace; the daemon claims it with `reeve pair CODE`."),
+		"PairingDecisionRequest": described(object(nil, schema{
+			"workspace": described(tString(), "Daemon-minted codes not yet claimed: the workspace (ULID) to pair the machine to."),
+		}), "Approves or denies a pairing code."),
 		"RelayValidateRequest": described(object(nil, schema{
 			"workspace_id":      tString(),
 			"runtime_target_id": tString(),
@@ -330,9 +342,13 @@ func responseSchemas() map[string]schema {
 		})}),
 		"Install": object([]string{"id", "workspace_id", "name", "created_at"}, schema{
 			"id": tString(), "workspace_id": tString(), "name": tString(),
-			"created_at":   schema{"type": "string", "format": "date-time"},
-			"last_seen_at": typ("string", "null"),
-			"issue_token":  described(tString(), "Only in the answer that created the install."),
+			"created_at":         schema{"type": "string", "format": "date-time"},
+			"last_seen_at":       typ("string", "null"),
+			"issue_token":        described(tString(), "Only in the answer that created the install."),
+			"anchor_fingerprint": described(tString(), "Fingerprint of the paired machine's X25519 trust anchor: the machine's identity."),
+			"anchor_public_key":  described(tString(), "The anchor public key, standard base64."),
+			"worker":             typ("boolean"),
+			"transport":          tString(),
 		}),
 		"InstallResponse":           object([]string{"data"}, schema{"data": ref("Install")}),
 		"InstallCollectionResponse": object([]string{"data", "meta"}, schema{"data": arrayOf(ref("Install")), "meta": ref("ListMeta")}),
@@ -356,15 +372,21 @@ func responseSchemas() map[string]schema {
 			"WorkflowRunPreflightResponse carried inside an ErrorEnvelope: error.details lists the readiness issues too."),
 		"GatewayUsageAdmissionDeniedResponse": described(schema{"allOf": []any{ref("ErrorEnvelope"), object(nil, schema{"data": object(nil, schema{"reason": enum("billing_inactive", "hard_cap_exceeded")})})}},
 			"An ErrorEnvelope with code admission_denied; nothing was written to the ledger."),
-		"PairingCodeResponse": object([]string{"data"}, schema{"data": object([]string{"code", "state", "expires_at"}, schema{
-			"code": tString(), "state": enum("pending", "claimed", "approved"), "expires_at": tString(),
-			"status_token":      described(tString(), "Returned to the claimer (and to a daemon that minted the code)."),
-			"relay_credentials": orNull(ref("RelayCredentials")),
-			"approved":          typ("boolean"),
-			"workspace_id":      tStringNull(),
+		"PairingCodeResponse": object([]string{"data"}, schema{"data": object([]string{"code", "state", "approved", "initiator", "workspace_id", "expires_at", "approval_url", "machine", "relay_credentials"}, schema{
+			"code": tString(), "state": enum("pending", "claimed", "approved", "denied"), "expires_at": schema{"type": "string", "format": "date-time"},
+			"approved":     typ("boolean"),
+			"initiator":    enum("browser", "daemon"),
+			"workspace_id": tStringNull(),
+			"approval_url": described(tString(), "{app_url}/pair?code=..., where a signed-in admin approves or denies."),
+			"machine": orNull(object([]string{"name", "anchor_fingerprint", "worker", "transport"}, schema{
+				"name": tString(), "anchor_fingerprint": tString(), "worker": typ("boolean"), "transport": tString(),
+			})),
+			"install_id":        described(tString(), "The install an approval created."),
+			"status_token":      described(tString(), "Returned once, to the daemon that will poll: the one that minted the code, or claimed a browser-minted one."),
+			"relay_credentials": described(orNull(ref("RelayCredentials")), "Only in the first status answer after approval: the issue token's only copy."),
 		})}),
-		"RelayCredentials": object([]string{"install_id", "workspace_id", "issue_token", "relay_url"}, schema{
-			"install_id": tString(), "workspace_id": tString(), "issue_token": tString(), "relay_url": tString(),
+		"RelayCredentials": object([]string{"install_id", "workspace_id", "issue_token", "relay_url", "server_url", "app_url"}, schema{
+			"install_id": tString(), "workspace_id": tString(), "issue_token": tString(), "relay_url": tString(), "server_url": tString(), "app_url": tString(),
 		}),
 		"RelayValidateResponse": object([]string{"data"}, schema{"data": object([]string{"valid", "workspace_id", "role", "subject"}, schema{
 			"valid": typ("boolean"), "workspace_id": tString(), "role": tString(), "subject": tString(), "runtime_target_id": tString(),

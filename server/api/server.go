@@ -78,6 +78,7 @@ type Server struct {
 	doc      []byte
 	creds    *credCache
 	throttle *throttle
+	pairs    *pairGuard
 	log      *slog.Logger
 	wsMu     sync.Mutex
 	wsCache  map[string]wsEntry
@@ -122,6 +123,7 @@ func New(opts Options) (*Server, error) {
 		log:      opts.Logger,
 		creds:    newCredCache(opts.CacheTTL),
 		throttle: newThrottle(opts.RuntimeRate, 2*opts.RuntimeRate),
+		pairs:    newPairGuard(),
 		wsCache:  map[string]wsEntry{},
 	}
 	val, err := newValidator()

@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Client is a typed client of the control plane REST API.
@@ -27,6 +29,8 @@ type Client struct {
 type APIError struct {
 	Status int
 	Body   ErrorBody
+	// RetryAfter is the server's Retry-After on a 429 (or 503), else 0.
+	RetryAfter time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -85,10 +89,14 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) (in
 	}
 	if resp.StatusCode >= 300 {
 		var env ErrorEnvelope
-		if jerr := json.Unmarshal(data, &env); jerr != nil || env.Error.Code == "" {
-			return resp.StatusCode, &APIError{Status: resp.StatusCode, Body: ErrorBody{Code: "unexpected_answer", Message: strings.TrimSpace(string(data))}}
+		var retry time.Duration
+		if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n > 0 {
+			retry = time.Duration(n) * time.Second
 		}
-		return resp.StatusCode, &APIError{Status: resp.StatusCode, Body: env.Error}
+		if jerr := json.Unmarshal(data, &env); jerr != nil || env.Error.Code == "" {
+			return resp.StatusCode, &APIError{Status: resp.StatusCode, Body: ErrorBody{Code: "unexpected_answer", Message: strings.TrimSpace(string(data))}, RetryAfter: retry}
+		}
+		return resp.StatusCode, &APIError{Status: resp.StatusCode, Body: env.Error, RetryAfter: retry}
 	}
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {

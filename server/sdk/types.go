@@ -238,6 +238,13 @@ type Install struct {
 	Name        string     `json:"name"`
 	CreatedAt   time.Time  `json:"created_at"`
 	LastSeenAt  *time.Time `json:"last_seen_at"`
+	// The machine it was paired from (empty for installs created directly):
+	// its anchor fingerprint identifies it, and the public key lets a remote
+	// client check the key exchange against the anchor.
+	AnchorFingerprint string `json:"anchor_fingerprint,omitempty"`
+	AnchorPublicKey   string `json:"anchor_public_key,omitempty"`
+	Worker            bool   `json:"worker,omitempty"`
+	Transport         string `json:"transport,omitempty"`
 	// IssueToken is present only in the answer that created the install.
 	IssueToken string `json:"issue_token,omitempty"`
 }
