@@ -13,8 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 
 	"reeve.dev/reeve/agents"
 	"reeve.dev/reeve/agents/ptyrun"
@@ -172,7 +170,7 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 		env = append(env[:len(env):len(env)], "IS_SANDBOX=1")
 	}
 
-	evidence, err := openEvidence(t.StateDir)
+	evidence, err := ptyrun.OpenEvidence(t.StateDir, ID, "jsonl")
 	if err != nil {
 		return nil, err
 	}
@@ -180,15 +178,13 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 	p, err := ptyrun.StartPipe(ctx, ptyrun.PipeOptions{
 		Path: path, Args: Args(t, settings), Dir: t.Dir, Env: env,
 		Line: m.line,
-		Raw:  writerOrNil(evidence),
+		Raw:  evidence.Writer(),
 	})
 	if err != nil {
-		if evidence != nil {
-			evidence.Close()
-		}
+		evidence.Close()
 		return nil, fmt.Errorf("claude: %w", err)
 	}
-	return &process{p: p, m: m, evidence: evidence, resume: t.Resume}, nil
+	return &ptyrun.Turn{Proc: p, Evidence: evidence, Result: func(r ptyrun.Result) agents.TurnResult { return result(m, t.Resume, r) }}, nil
 }
 
 func hasKey(env []string, key string) bool {
@@ -200,65 +196,14 @@ func hasKey(env []string, key string) bool {
 	return false
 }
 
-func openEvidence(stateDir string) (*os.File, error) {
-	if stateDir == "" {
-		return nil, nil
-	}
-	path := filepath.Join(stateDir, fmt.Sprintf("claude-%d.jsonl", time.Now().UnixNano()))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("claude: create evidence file: %w", err)
-	}
-	return f, nil
-}
-
-type writer interface{ Write([]byte) (int, error) }
-
-func writerOrNil(f *os.File) writer {
-	if f == nil {
-		return nil
-	}
-	return f
-}
-
-type process struct {
-	p        *ptyrun.Process
-	m        *mapper
-	evidence *os.File
-	resume   string // the token this turn was started with
-
-	once sync.Once
-	res  agents.TurnResult
-}
-
-func (p *process) Kill() error { return p.p.Kill() }
-
-// Input: stream-json output with a prompt argument takes no terminal input.
-func (p *process) Input([]byte) error { return agents.ErrNoInput }
-
-func (p *process) Wait() agents.TurnResult {
-	r := p.p.Wait()
-	p.once.Do(func() {
-		if p.evidence != nil {
-			p.evidence.Close()
-		}
-		p.res = p.result(r)
-	})
-	return p.res
-}
-
 // result decides how the turn ended. The mapper's state is final: every
 // line was handled before Wait returned.
-func (p *process) result(r ptyrun.Result) agents.TurnResult {
-	m := p.m
-	res := agents.TurnResult{ExitCode: r.ExitCode, AgentSessionID: m.sessionID, Resume: m.sessionID}
-	if r.Signal != 0 {
-		res.ExitCode = 128 + int(r.Signal)
-	}
+func result(m *mapper, resume string, r ptyrun.Result) agents.TurnResult {
+	res := agents.TurnResult{ExitCode: ptyrun.ExitCode(r), AgentSessionID: m.sessionID, Resume: m.sessionID}
 	if res.Resume == "" {
 		// It died before saying which session it was; the previous token
 		// still continues the conversation.
-		res.Resume, res.AgentSessionID = p.resume, p.resume
+		res.Resume, res.AgentSessionID = resume, resume
 	}
 	switch {
 	case r.Killed:

@@ -6,13 +6,9 @@ package codex
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 
 	"reeve.dev/reeve/agents"
 	"reeve.dev/reeve/agents/ptyrun"
@@ -134,19 +130,15 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 	if err != nil {
 		return nil, err
 	}
-	evidence, err := openEvidence(t.StateDir)
+	evidence, err := ptyrun.OpenEvidence(t.StateDir, ID, "jsonl")
 	if err != nil {
 		return nil, err
 	}
 	m := &mapper{emit: emit, model: t.Model}
-	var raw io.Writer
-	if evidence != nil {
-		raw = evidence
-	}
 	p, err := ptyrun.StartPipe(ctx, ptyrun.PipeOptions{
 		Path: path, Args: Args(t), Dir: t.Dir, Env: t.Env,
 		Line: m.line,
-		Raw:  raw,
+		Raw:  evidence.Writer(),
 	})
 	if err != nil {
 		if evidence != nil {
@@ -154,56 +146,14 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 		}
 		return nil, fmt.Errorf("codex: %w", err)
 	}
-	return &process{p: p, m: m, evidence: evidence, resume: t.Resume}, nil
-}
-
-func openEvidence(stateDir string) (*os.File, error) {
-	if stateDir == "" {
-		return nil, nil
-	}
-	path := filepath.Join(stateDir, fmt.Sprintf("codex-%d.jsonl", time.Now().UnixNano()))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("codex: create evidence file: %w", err)
-	}
-	return f, nil
-}
-
-type process struct {
-	p        *ptyrun.Process
-	m        *mapper
-	evidence *os.File
-	resume   string
-
-	once sync.Once
-	res  agents.TurnResult
-}
-
-func (p *process) Kill() error { return p.p.Kill() }
-
-// Input: codex exec reads its prompt once and takes no terminal input.
-func (p *process) Input([]byte) error { return agents.ErrNoInput }
-
-func (p *process) Wait() agents.TurnResult {
-	r := p.p.Wait()
-	p.once.Do(func() {
-		if p.evidence != nil {
-			p.evidence.Close()
-		}
-		p.res = p.result(r)
-	})
-	return p.res
+	return &ptyrun.Turn{Proc: p, Evidence: evidence, Result: func(r ptyrun.Result) agents.TurnResult { return result(m, t.Resume, r) }}, nil
 }
 
 // result decides how the turn ended; every line has been mapped by now.
-func (p *process) result(r ptyrun.Result) agents.TurnResult {
-	m := p.m
-	res := agents.TurnResult{ExitCode: r.ExitCode, AgentSessionID: m.threadID, Resume: m.threadID}
-	if r.Signal != 0 {
-		res.ExitCode = 128 + int(r.Signal)
-	}
+func result(m *mapper, resume string, r ptyrun.Result) agents.TurnResult {
+	res := agents.TurnResult{ExitCode: ptyrun.ExitCode(r), AgentSessionID: m.threadID, Resume: m.threadID}
 	if res.Resume == "" {
-		res.Resume, res.AgentSessionID = p.resume, p.resume
+		res.Resume, res.AgentSessionID = resume, resume
 	}
 	switch {
 	case r.Killed:

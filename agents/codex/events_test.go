@@ -65,8 +65,7 @@ func TestMapFailures(t *testing.T) {
 	}
 
 	// Without turn.completed, the last top-level error is why it failed.
-	p := &process{m: &mapper{threadID: "th", lastError: "quota exceeded"}}
-	if res := p.result(ptyResultOK()); res.Err == nil || res.Err.Error() != "codex: quota exceeded" || res.Resume != "th" {
+	if res := result(&mapper{threadID: "th", lastError: "quota exceeded"}, "", ptyResultOK()); res.Err == nil || res.Err.Error() != "codex: quota exceeded" || res.Resume != "th" {
 		t.Fatalf("result %+v", res)
 	}
 }

@@ -10,10 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -158,7 +155,7 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 		args = append(args, t.Prompt)
 	}
 
-	evidence, err := openEvidence(t.StateDir, a.o.ID)
+	evidence, err := ptyrun.OpenEvidence(t.StateDir, a.o.ID, "pty")
 	if err != nil {
 		return nil, err
 	}
@@ -170,15 +167,20 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 			once.Do(func() { close(firstOutput) })
 			emit(ev)
 		},
-		Raw: writerOrNil(evidence),
+		Raw: evidence.Writer(),
 	})
 	if err != nil {
-		if evidence != nil {
-			evidence.Close()
-		}
+		evidence.Close()
 		return nil, fmt.Errorf("agent %s: %w", a.o.ID, err)
 	}
-	proc := &process{id: a.o.ID, p: p, resume: a.o.Resume, evidence: evidence}
+	id, resume := a.o.ID, a.o.Resume
+	proc := &ptyrun.Turn{Proc: p, Evidence: evidence, Terminal: true, Result: func(r ptyrun.Result) agents.TurnResult {
+		res := agents.TurnResult{ExitCode: ptyrun.ExitCode(r), Resume: resume}
+		if r.Err != nil {
+			res.Err = fmt.Errorf("%s: %w", id, r.Err)
+		}
+		return res
+	}}
 	if !a.o.PromptArg && t.Prompt != "" {
 		go func() { // ends when the prompt is typed or the process ended
 			timer := time.NewTimer(a.o.TypeDelay)
@@ -194,61 +196,3 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 	}
 	return proc, nil
 }
-
-// openEvidence creates the file that keeps the raw terminal bytes of this
-// turn; none when the turn has no state directory.
-func openEvidence(stateDir, id string) (*os.File, error) {
-	if stateDir == "" {
-		return nil, nil
-	}
-	path := filepath.Join(stateDir, fmt.Sprintf("%s-%d.pty", id, time.Now().UnixNano()))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("create evidence file: %w", err)
-	}
-	return f, nil
-}
-
-// writerOrNil keeps a nil *os.File from becoming a non-nil io.Writer.
-func writerOrNil(f *os.File) io.Writer {
-	if f == nil {
-		return nil
-	}
-	return f
-}
-
-type process struct {
-	id       string
-	p        *ptyrun.Process
-	resume   string
-	evidence *os.File
-
-	once sync.Once
-	res  agents.TurnResult
-}
-
-func (p *process) Wait() agents.TurnResult {
-	r := p.p.Wait()
-	p.once.Do(func() {
-		if p.evidence != nil {
-			p.evidence.Close()
-		}
-		p.res = agents.TurnResult{ExitCode: exitCode(r), Resume: p.resume}
-		if r.Err != nil {
-			p.res.Err = fmt.Errorf("%s: %w", p.id, r.Err)
-		}
-	})
-	return p.res
-}
-
-// exitCode reports a death by signal as the shell does, 128+signal.
-func exitCode(r ptyrun.Result) int {
-	if r.Signal != 0 {
-		return 128 + int(r.Signal)
-	}
-	return r.ExitCode
-}
-
-func (p *process) Kill() error { return p.p.Kill() }
-
-func (p *process) Input(b []byte) error { return p.p.Input(b) }
