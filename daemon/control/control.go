@@ -48,6 +48,9 @@ type Options struct {
 	// Permissions serves the hook bridge's routes; nil leaves them out.
 	Permissions Permissions
 	DaemonID    string
+	// Remote serves the local remote-control routes (remote.go); nil
+	// leaves them out.
+	Remote Remote
 }
 
 // maxBody bounds request bodies of the local API.
@@ -81,6 +84,9 @@ func New(opts Options) *API {
 	if opts.Permissions != nil {
 		a.mux.HandleFunc("/api/sessions/{id}/hooks", methods{http.MethodPost: a.hook}.serve)
 		a.mux.HandleFunc("/api/permissions", methods{http.MethodGet: a.listPermissions}.serve)
+	}
+	if opts.Remote != nil {
+		a.registerRemote(opts.Remote)
 	}
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, wire.CodeNotFound, "no route "+r.URL.Path)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"reeve.dev/reeve/daemon/config"
 	"reeve.dev/reeve/daemon/control"
 	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/daemon/relaylink"
 	"reeve.dev/reeve/daemon/store"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/internal/version"
@@ -110,12 +112,15 @@ func run(ctx context.Context, opts Options) error {
 	}
 	defer ln.Close()
 
+	// The relay link serves remote channels with the same API as /ws.
+	var api *control.API
+	link, remoteCtl := startLink(opts, launch.Profile, id.DaemonID, func(ctx context.Context, fc control.FrameConn) { api.ServeControl(ctx, fc) })
 	started := time.Now()
 	boundPort := ""
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
 		boundPort = fmt.Sprint(tcp.Port)
 	}
-	api := control.New(control.Options{
+	api = control.New(control.Options{
 		Directories:    st,
 		AllowedHosts:   launch.AllowedHosts,
 		AllowedOrigins: launch.AllowedOrigins,
@@ -127,13 +132,14 @@ func run(ctx context.Context, opts Options) error {
 		Log:            st,
 		Discover:       mgr.Discover,
 		DaemonID:       id.DaemonID,
+		Remote:         remoteCtl,
 		Health: func(ctx context.Context) wire.Health {
 			n, _ := st.CountActiveSessions(ctx)
 			return wire.Health{
 				Status: "ok", Version: version.Version, DaemonID: id.DaemonID, Profile: launch.Profile,
 				WorkerPID: os.Getpid(), SupervisorPID: opts.SupervisorPID,
 				StartedAt: started.UTC(), UptimeSeconds: time.Since(started).Seconds(),
-				Sessions: n, Auth: launch.Auth,
+				Sessions: n, Auth: launch.Auth, Relay: relaylink.Health(link, launch.Profile),
 			}
 		},
 	})
@@ -154,7 +160,9 @@ func run(ctx context.Context, opts Options) error {
 			cancel()
 		}()
 	}
-	if launch.Profile == "relay" {
+	if link != nil {
+		go link.Run(ctx)
+	} else if launch.Profile == "relay" {
 		fmt.Fprintln(opts.Log, "worker: profile relay: not paired, so no relay link; serving the local API only")
 	}
 	fmt.Fprintf(opts.Log, "worker: pid %d listening on %s %s\n", os.Getpid(), ep.Network, ep.Address)
@@ -176,6 +184,22 @@ func run(ctx context.Context, opts Options) error {
 	}
 	fmt.Fprintln(opts.Log, "worker: stopped")
 	return nil
+}
+
+// startLink builds the relay link for profile relay when the daemon is
+// paired; remote is nil without one, so the unlock routes stay out.
+func startLink(opts Options, profile, daemonID string, serve func(context.Context, control.FrameConn)) (*relaylink.Link, control.Remote) {
+	if profile != "relay" {
+		return nil, nil
+	}
+	link, err := relaylink.FromHome(opts.Home, relaylink.Options{DaemonID: daemonID, Log: opts.Log, Serve: serve})
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(opts.Log, "worker: profile relay: %v\n", err)
+		}
+		return nil, nil
+	}
+	return link, link
 }
 
 // bind opens the listener, turning the common failures into messages that

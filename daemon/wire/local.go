@@ -17,6 +17,8 @@ type Health struct {
 	UptimeSeconds float64   `json:"uptime_seconds"`
 	Sessions      int       `json:"sessions"` // sessions that are not yet ended
 	Auth          bool      `json:"auth"`
+	// Relay is the relay link and remote-control lock (profile relay).
+	Relay *RemoteStatus `json:"relay,omitempty"`
 }
 
 // Directory is a registered directory.

@@ -1,0 +1,209 @@
+package remote
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/coder/websocket"
+
+	"reeve.dev/reeve/server/relay"
+	"reeve.dev/reeve/server/sdk/e2e"
+)
+
+// ClosedError is the relay or the daemon ending the channel, with the
+// reason it gave (an "error" envelope from the relay, a "close" from the
+// daemon, or a WebSocket close).
+type ClosedError struct {
+	By     string // relay or daemon
+	Reason string
+}
+
+func (e *ClosedError) Error() string {
+	if e.Reason == "" {
+		return "the " + e.By + " closed the channel"
+	}
+	return "the " + e.By + " closed the channel: " + e.Reason
+}
+
+// maxEnvelope bounds one relay message: a base64 transport frame and its
+// JSON wrapper, or a handshake message.
+const maxEnvelope = 2*e2e.MaxFrame + 1024
+
+// channel is one relayed, end-to-end encrypted connection to the daemon.
+type channel struct {
+	ws   *websocket.Conn
+	sess *e2e.Session
+}
+
+// WSURL turns a relay URL (http, https, ws or wss, with or without /ws)
+// into the relay's WebSocket endpoint for a client of one runtime target.
+func WSURL(relayURL, role, workspaceID, runtimeTargetID string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(relayURL))
+	if err != nil {
+		return "", fmt.Errorf("relay URL %q: %w", relayURL, err)
+	}
+	switch u.Scheme {
+	case "http":
+		u.Scheme = "ws"
+	case "https":
+		u.Scheme = "wss"
+	case "ws", "wss":
+	default:
+		return "", fmt.Errorf("relay URL %q: want http, https, ws or wss", relayURL)
+	}
+	if !strings.HasSuffix(u.Path, "/ws") {
+		u.Path = strings.TrimRight(u.Path, "/") + "/ws"
+	}
+	q := url.Values{"role": {role}, "workspaceId": {workspaceID}}
+	if runtimeTargetID != "" {
+		q.Set("runtimeTargetId", runtimeTargetID)
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// DialRelay opens a relay WebSocket presenting token as a bearer
+// credential. A refused upgrade is an error naming the HTTP status.
+func DialRelay(ctx context.Context, hc *http.Client, wsURL, token string) (*websocket.Conn, error) {
+	opts := &websocket.DialOptions{HTTPClient: hc, HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}}
+	ws, resp, err := websocket.Dial(ctx, wsURL, opts)
+	if err != nil {
+		if resp != nil {
+			return nil, &UpgradeError{Status: resp.StatusCode}
+		}
+		return nil, fmt.Errorf("dial relay: %w", err)
+	}
+	ws.SetReadLimit(maxEnvelope)
+	return ws, nil
+}
+
+// UpgradeError is a relay that refused the WebSocket upgrade.
+type UpgradeError struct{ Status int }
+
+func (e *UpgradeError) Error() string {
+	return fmt.Sprintf("the relay refused the connection: %d %s", e.Status, http.StatusText(e.Status))
+}
+
+func writeEnvelope(ctx context.Context, ws *websocket.Conn, env relay.Envelope) error {
+	b, err := json.Marshal(env)
+	if err != nil {
+		return err
+	}
+	return ws.Write(ctx, websocket.MessageText, b)
+}
+
+// readPayload reads the next data envelope's payload; close and error
+// envelopes and WebSocket closes become a *ClosedError.
+func readPayload(ctx context.Context, ws *websocket.Conn) ([]byte, error) {
+	for {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			if st := websocket.CloseStatus(err); st != -1 {
+				var ce websocket.CloseError
+				errors.As(err, &ce)
+				return nil, &ClosedError{By: "relay", Reason: ce.Reason}
+			}
+			return nil, err
+		}
+		var env relay.Envelope
+		if err := json.Unmarshal(b, &env); err != nil {
+			return nil, fmt.Errorf("relay sent a message that is not an envelope: %w", err)
+		}
+		switch env.Type {
+		case relay.TypeData:
+			p, err := base64.StdEncoding.DecodeString(env.Payload)
+			if err != nil {
+				return nil, fmt.Errorf("relay envelope payload is not base64: %w", err)
+			}
+			return p, nil
+		case relay.TypeClose:
+			return nil, &ClosedError{By: "daemon", Reason: env.Reason}
+		case relay.TypeError:
+			return nil, &ClosedError{By: "relay", Reason: env.Reason}
+		}
+		// open is for daemons; anything newer is skipped.
+	}
+}
+
+func writePayload(ctx context.Context, ws *websocket.Conn, p []byte) error {
+	return writeEnvelope(ctx, ws, relay.Envelope{Type: relay.TypeData, Payload: base64.StdEncoding.EncodeToString(p)})
+}
+
+// handshake runs the end-to-end key exchange on a fresh relay connection.
+// anchor may be nil when fingerprint is set: the daemon is then asked for
+// its key, which must match. It returns the anchor it verified.
+func handshake(ctx context.Context, ws *websocket.Conn, anchor []byte, fingerprint, workspaceID, targetID string, hello []byte) (*channel, e2e.Admission, []byte, error) {
+	var adm e2e.Admission
+	if anchor == nil {
+		if err := writePayload(ctx, ws, e2e.AnchorRequest()); err != nil {
+			return nil, adm, nil, err
+		}
+		ans, err := readPayload(ctx, ws)
+		if err != nil {
+			return nil, adm, nil, fmt.Errorf("ask for the daemon's anchor: %w", err)
+		}
+		if anchor, err = e2e.VerifyAnchorAnswer(ans, fingerprint); err != nil {
+			return nil, adm, nil, err
+		}
+	}
+	hs, err := e2e.NewClient(anchor, e2e.Prologue(workspaceID, targetID))
+	if err != nil {
+		return nil, adm, nil, err
+	}
+	m1, err := hs.Hello(hello)
+	if err != nil {
+		return nil, adm, nil, err
+	}
+	if err := writePayload(ctx, ws, m1); err != nil {
+		return nil, adm, nil, err
+	}
+	m2, err := readPayload(ctx, ws)
+	if err != nil {
+		return nil, adm, nil, fmt.Errorf("e2e handshake: %w", err)
+	}
+	sess, payload, err := hs.Finish(m2)
+	if err != nil {
+		return nil, adm, nil, err
+	}
+	if adm, err = e2e.DecodeAdmission(payload); err != nil {
+		return nil, adm, nil, err
+	}
+	sess.SetMaxMessage(maxMessage)
+	return &channel{ws: ws, sess: sess}, adm, anchor, nil
+}
+
+// maxMessage bounds one control-protocol frame from the daemon.
+const maxMessage = 16 << 20
+
+// read returns the next whole control-protocol frame.
+func (c *channel) read(ctx context.Context) ([]byte, error) {
+	for {
+		p, err := readPayload(ctx, c.ws)
+		if err != nil {
+			return nil, err
+		}
+		msg, done, err := c.sess.Open(p)
+		if err != nil {
+			c.ws.Close(websocket.StatusPolicyViolation, "e2e frame refused")
+			return nil, err
+		}
+		if done {
+			return msg, nil
+		}
+	}
+}
+
+// write seals one control-protocol frame and sends it.
+func (c *channel) write(ctx context.Context, msg []byte) error {
+	return c.sess.Seal(msg, func(f []byte) error { return writePayload(ctx, c.ws, f) })
+}
+
+func (c *channel) close(reason string) {
+	c.ws.Close(websocket.StatusNormalClosure, reason)
+}
