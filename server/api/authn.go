@@ -41,6 +41,8 @@ func (s *Server) authenticate(c *call) error {
 		p, err = s.userPrincipal(c, tok)
 	case AuthDaemon:
 		p, err = s.daemonPrincipal(c, tok)
+	case AuthRelayService:
+		p, err = s.relayServicePrincipal(c, tok)
 	case AuthRelay:
 		p, err = s.relayPrincipal(c, tok)
 	}

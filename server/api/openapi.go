@@ -84,6 +84,8 @@ func securityOf(a AuthKind) []any {
 		return []any{schema{"installToken": []any{}}}
 	case AuthRelay:
 		return []any{schema{"relayJwt": []any{}}}
+	case AuthRelayService:
+		return []any{schema{"relayService": []any{}}}
 	}
 	return []any{}
 }
@@ -142,6 +144,7 @@ func Document(routes []Route) ([]byte, error) {
 				"userToken":    schema{"type": "http", "scheme": "bearer", "description": "Login session token (rvs_) or personal API token (rvp_)."},
 				"installToken": schema{"type": "http", "scheme": "bearer", "description": "Per-install issue token (rvi_) obtained at pairing."},
 				"relayJwt":     schema{"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "Relay JWT from POST /api/runtime/relay-token."},
+				"relayService": schema{"type": "http", "scheme": "bearer", "description": "Relay service credential (rvr_) of a relay instance: `reeve server relay-credential`."},
 			},
 		},
 	}
@@ -237,7 +240,7 @@ func operation(r Route, schemas schema, used map[int]bool) (schema, error) {
 			errs = append(errs, 422)
 		}
 	}
-	if r.Auth == AuthUser || r.Auth == AuthDaemon || r.Auth == AuthRelay {
+	if r.Auth == AuthUser || r.Auth == AuthDaemon || r.Auth == AuthRelay || r.Auth == AuthRelayService {
 		errs = append(errs, 401, 403)
 	}
 	if r.Scope == ScopePath || r.Scope == ScopeCaller || len(pathParams(r.Path)) > 0 {

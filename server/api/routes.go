@@ -11,11 +11,14 @@ import (
 type AuthKind string
 
 const (
-	AuthPublic  AuthKind = "public"  // no credential
-	AuthUser    AuthKind = "user"    // login session or personal API token
-	AuthDaemon  AuthKind = "daemon"  // per-install issue token
-	AuthRelay   AuthKind = "relay"   // relay JWT
-	AuthWebhook AuthKind = "webhook" // public ingestion; verification scheme not shown in the spec
+	AuthPublic AuthKind = "public" // no credential
+	AuthUser   AuthKind = "user"   // login session or personal API token
+	AuthDaemon AuthKind = "daemon" // per-install issue token
+	AuthRelay  AuthKind = "relay"  // relay JWT
+	// AuthRelayService is the relay service credential (rvr_) a relay
+	// instance presents on the presence and bus routes.
+	AuthRelayService AuthKind = "relay-service"
+	AuthWebhook      AuthKind = "webhook" // public ingestion; verification scheme not shown in the spec
 )
 
 // Scope says where the workspace of a request comes from.
@@ -417,8 +420,15 @@ func specRoutes() []Route {
 		success(200, 201).body("GatewayUsageRecordRequest", true).errs(402).errBody(402, "GatewayUsageAdmissionDeniedResponse"))
 	rt := "/api/runtime"
 	add(placeholder("POST", rt+"/internal/gateway/workspaces/{workspace}/provider-key-material", "Runtime"))
-	for _, p := range []string{"/bus/publish", "/bus/pull", "/presence/resolve", "/presence/upsert"} {
-		add(placeholder("POST", rt+"/internal/relay"+p, "Runtime"))
+	// Relay instances, not JWT holders, call presence and the bus; they
+	// span workspaces.
+	for _, p := range []struct{ path, summary string }{
+		{"/bus/publish", "Relay instance publishes envelopes to other instances' inboxes"},
+		{"/bus/pull", "Relay instance long-polls its inbox"},
+		{"/presence/resolve", "Which relay instance holds a runtime target's daemon"},
+		{"/presence/upsert", "Relay instance reports the daemon connections it holds and lost"},
+	} {
+		add(placeholder("POST", rt+"/internal/relay"+p.path, "Runtime").auth(AuthRelayService).scope(ScopeNone).summary(p.summary))
 	}
 	rw := rt + "/workspaces/{workspace}"
 	add(

@@ -156,7 +156,7 @@ func TestAuthMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := map[api.AuthKind]string{api.AuthUser: "rvp_notarealtoken", api.AuthDaemon: "rvi_notarealtoken", api.AuthRelay: "eyJhbGciOiJIUzI1NiJ9.e30.bm9wZQ"}
+	bad := map[api.AuthKind]string{api.AuthUser: "rvp_notarealtoken", api.AuthDaemon: "rvi_notarealtoken", api.AuthRelay: "eyJhbGciOiJIUzI1NiJ9.e30.bm9wZQ", api.AuthRelayService: "rvr_notarealcredential"}
 	stranger := map[api.AuthKind]string{api.AuthUser: b.Token, api.AuthDaemon: bInstall.IssueToken, api.AuthRelay: bRelay.Token}
 	// Routes about the caller alone, where "another workspace" does not
 	// apply. Listed so the set cannot grow unnoticed.
@@ -164,6 +164,10 @@ func TestAuthMatrix(t *testing.T) {
 		"GET /api/workspaces": true, "POST /api/workspaces": true, "POST /api/auth/logout": true,
 		"GET /api/me/api-tokens": true, "POST /api/me/api-tokens": true, "DELETE /api/me/api-tokens/{tokenId}": true,
 		"POST /api/pairing-codes/{code}/approve": true, "POST /api/pairing-codes/{code}/deny": true, "GET /api/pairing-codes/{code}": true,
+	}
+	// Relay instances span workspaces: their routes have no workspace.
+	for _, p := range []string{"bus/publish", "bus/pull", "presence/resolve", "presence/upsert"} {
+		self["POST /api/runtime/internal/relay/"+p] = true
 	}
 	n403 := 0
 	for _, r := range api.Routes() {

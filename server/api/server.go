@@ -78,6 +78,7 @@ type Server struct {
 	doc      []byte
 	creds    *credCache
 	throttle *throttle
+	relay    *relayHub
 	pairs    *pairGuard
 	log      *slog.Logger
 	wsMu     sync.Mutex
@@ -123,6 +124,7 @@ func New(opts Options) (*Server, error) {
 		log:      opts.Logger,
 		creds:    newCredCache(opts.CacheTTL),
 		throttle: newThrottle(opts.RuntimeRate, 2*opts.RuntimeRate),
+		relay:    newRelayHub(),
 		pairs:    newPairGuard(),
 		wsCache:  map[string]wsEntry{},
 	}

@@ -55,6 +55,8 @@ const (
 	KindUser        // a human, by login session or personal API token
 	KindDaemon      // an install, by its issue token
 	KindRelay       // a holder of a relay JWT
+	// KindRelayService is a relay instance, by the relay service credential.
+	KindRelayService
 )
 
 // Principal is who is calling. Workspace is fixed for daemons and relay
@@ -78,6 +80,8 @@ func (p Principal) Actor() string {
 		return "install:" + p.InstallID
 	case KindRelay:
 		return "relay:" + p.InstallID
+	case KindRelayService:
+		return "relay-service"
 	default:
 		return "anonymous"
 	}

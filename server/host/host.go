@@ -20,6 +20,7 @@ import (
 	"reeve.dev/reeve/internal/version"
 	"reeve.dev/reeve/server/api"
 	"reeve.dev/reeve/server/auth"
+	"reeve.dev/reeve/server/relay"
 	"reeve.dev/reeve/server/store"
 )
 
@@ -50,6 +51,11 @@ type Options struct {
 	MaxBodyBytes int64
 	// CacheTTL is passed to the API (credential cache).
 	CacheTTL time.Duration
+	// NoRelay leaves /ws unserved, for deployments whose relay_url points
+	// at separate `reeve relay` processes.
+	NoRelay bool
+	// Relay tunes the embedded relay (Control and Logger are set here).
+	Relay relay.Options
 }
 
 // Host is a listening control-plane server.
@@ -60,6 +66,8 @@ type Host struct {
 	srv    *http.Server
 	api    *api.Server
 	links  *auth.LinkProvider
+	relay  *relay.Relay
+	cred   string
 	origin string
 }
 
@@ -152,8 +160,24 @@ func (h *Host) assemble(ctx context.Context) error {
 		return err
 	}
 	h.api = a
+	var handler http.Handler = a
+	if h.cred, err = RelayCredential(ctx, h.st); err != nil {
+		return err
+	}
+	if !o.NoRelay {
+		ro := o.Relay
+		ro.Control = &relay.HTTPControl{ServerURL: h.origin, Credential: h.cred, HTTP: &http.Client{Transport: relay.HandlerTransport(a)}}
+		ro.Logger = o.Logger
+		if h.relay, err = relay.New(ro); err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/ws", h.relay)
+		mux.Handle("/", a)
+		handler = mux
+	}
 	h.srv = &http.Server{
-		Handler:           a,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -167,6 +191,26 @@ func (h *Host) Addr() string { return h.ln.Addr().String() }
 
 // URL is the public origin.
 func (h *Host) URL() string { return h.origin }
+
+// Relay is the embedded relay (nil with NoRelay).
+func (h *Host) Relay() *relay.Relay { return h.relay }
+
+// RelayServiceCredential is what `reeve relay` presents to this server.
+func (h *Host) RelayServiceCredential() string { return h.cred }
+
+// RelayCredential returns the relay service credential of a store,
+// creating its secret on first use.
+func RelayCredential(ctx context.Context, st store.Store) (string, error) {
+	key, err := st.Secret(ctx, auth.RelayServiceSecret, func() ([]byte, error) {
+		b := make([]byte, 32)
+		_, err := rand.Read(b)
+		return b, err
+	})
+	if err != nil {
+		return "", fmt.Errorf("relay service secret: %w", err)
+	}
+	return auth.RelayServiceCredential(key), nil
+}
 
 // Store exposes the store to tests and operator commands.
 func (h *Host) Store() store.Store { return h.st }
@@ -225,6 +269,11 @@ func (h *Host) Run(ctx context.Context) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- h.srv.Serve(h.ln) }()
+	if h.relay != nil {
+		go h.relay.Run(ctx)
+		// Hijacked WebSockets are not the HTTP server's to drain.
+		h.srv.RegisterOnShutdown(func() { h.relay.Close() })
+	}
 	select {
 	case err := <-errc:
 		if errors.Is(err, http.ErrServerClosed) {

@@ -1,0 +1,223 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+)
+
+// inEnvelope is a received envelope with its payload kept as the raw JSON
+// string it arrived as (quotes included), so that the relay forwards the
+// very bytes it got and never decodes what is inside.
+type inEnvelope struct {
+	Type    string
+	Channel string
+	Reason  string
+	Payload []byte // raw JSON string, or nil
+}
+
+var errNotEnvelope = errors.New("not a relay envelope")
+
+// decodeEnvelope reads the flat object {"t","ch","p","reason"}. A scanner
+// handles the usual shape without reflection; anything it does not expect
+// (escapes in the short fields, other value types) goes through
+// encoding/json, which then decides.
+func decodeEnvelope(b []byte) (inEnvelope, error) {
+	if e, ok := scanEnvelope(b); ok {
+		return e, nil
+	}
+	var raw struct {
+		Type    string          `json:"t"`
+		Channel string          `json:"ch"`
+		Reason  string          `json:"reason"`
+		Payload json.RawMessage `json:"p"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return inEnvelope{}, errNotEnvelope
+	}
+	e := inEnvelope{Type: raw.Type, Channel: raw.Channel, Reason: raw.Reason}
+	if p := bytes.TrimSpace(raw.Payload); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
+		if p[0] != '"' {
+			return inEnvelope{}, errors.New("the payload p must be a string")
+		}
+		e.Payload = p
+	}
+	return e, nil
+}
+
+// scanEnvelope is the fast path; ok=false means "let encoding/json look".
+func scanEnvelope(b []byte) (e inEnvelope, ok bool) {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return e, false
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return e, skipWS(b, i+1) == len(b)
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return e, false
+		}
+		kEnd, kEsc := scanString(b, i)
+		if kEnd < 0 || kEsc {
+			return e, false
+		}
+		key := b[i+1 : kEnd]
+		i = skipWS(b, kEnd+1)
+		if i >= len(b) || b[i] != ':' {
+			return e, false
+		}
+		i = skipWS(b, i+1)
+		if i >= len(b) || b[i] != '"' {
+			return e, false // null, numbers, objects: the slow path decides
+		}
+		vEnd, vEsc := scanString(b, i)
+		if vEnd < 0 {
+			return e, false
+		}
+		switch string(key) {
+		case "p":
+			e.Payload = b[i : vEnd+1]
+		case "t", "ch", "reason":
+			if vEsc {
+				return e, false
+			}
+			v := string(b[i+1 : vEnd])
+			switch string(key) {
+			case "t":
+				e.Type = v
+			case "ch":
+				e.Channel = v
+			default:
+				e.Reason = v
+			}
+		}
+		i = skipWS(b, vEnd+1)
+		if i >= len(b) {
+			return e, false
+		}
+		if b[i] == '}' {
+			return e, skipWS(b, i+1) == len(b)
+		}
+		if b[i] != ',' {
+			return e, false
+		}
+		i = skipWS(b, i+1)
+	}
+}
+
+// scanString returns the index of the closing quote of the JSON string
+// starting at b[i], and whether it contains escapes; -1 when it is not a
+// valid JSON string (control characters, bad escapes, unterminated).
+func scanString(b []byte, i int) (int, bool) {
+	esc := false
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return j, esc
+		case c == '\\':
+			esc = true
+			if j+1 >= len(b) {
+				return -1, esc
+			}
+			switch b[j+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				j++
+			case 'u':
+				if j+5 >= len(b) || !isHex(b[j+2]) || !isHex(b[j+3]) || !isHex(b[j+4]) || !isHex(b[j+5]) {
+					return -1, esc
+				}
+				j += 5
+			default:
+				return -1, esc
+			}
+		case c < 0x20:
+			return -1, esc
+		}
+	}
+	return -1, esc
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// Outgoing envelopes are assembled from parts; channel ids are the relay's
+// own ([0-9a-z.]) and need no escaping.
+
+func frameOpen(ch string) []byte {
+	return append(append([]byte(`{"t":"open","ch":"`), ch...), `"}`...)
+}
+
+func frameDaemonData(ch string, p []byte) []byte {
+	b := make([]byte, 0, 24+len(ch)+len(p))
+	b = append(b, `{"t":"data","ch":"`...)
+	b = append(b, ch...)
+	b = append(b, `","p":`...)
+	b = append(b, p...)
+	return append(b, '}')
+}
+
+func frameClientData(p []byte) []byte {
+	b := make([]byte, 0, 16+len(p))
+	b = append(b, `{"t":"data","p":`...)
+	b = append(b, p...)
+	return append(b, '}')
+}
+
+// frameEnd is a close or error envelope, with the channel on a daemon's
+// connection and without it on a client's.
+func frameEnd(typ, ch, reason string) []byte {
+	b := append([]byte(`{"t":"`), typ...)
+	b = append(b, '"')
+	if ch != "" {
+		b = append(b, `,"ch":"`...)
+		b = append(b, ch...)
+		b = append(b, '"')
+	}
+	if reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendJSONString(b, reason)
+	}
+	return append(b, '}')
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return append(b, bytes.TrimRight(buf.Bytes(), "\n")...)
+}
+
+// payloadString turns a raw JSON string into its value for the bus, which
+// carries it as a JSON string again; without escapes it is a plain slice.
+func payloadString(raw []byte) string {
+	if len(raw) < 2 {
+		return ""
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1])
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "" // scanned as valid before; cannot happen
+	}
+	return s
+}
+
+// rawPayload is the inverse of payloadString.
+func rawPayload(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	return appendJSONString(nil, s)
+}

@@ -1,0 +1,515 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/golang-jwt/jwt/v5"
+
+	"reeve.dev/reeve/server/auth"
+	"reeve.dev/reeve/server/relay"
+	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/servertest"
+)
+
+// fixture is a real server (with its embedded relay on /ws), a user with a
+// workspace, and a paired install with relay JWTs for both roles.
+type fixture struct {
+	s         *servertest.Server
+	u         servertest.User
+	install   sdk.Install
+	daemonTok string
+	clientTok string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	s := servertest.Start(t, servertest.Options{})
+	f := &fixture{s: s, u: s.NewUser("relay@example.com")}
+	ctx := context.Background()
+	in, err := f.u.Client.CreateInstall(ctx, f.u.Workspace, "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.install = in
+	f.daemonTok = f.runtimeToken(t, in.IssueToken)
+	f.clientTok = f.clientToken(t, f.u)
+	return f
+}
+
+func (f *fixture) runtimeToken(t *testing.T, issue string) string {
+	t.Helper()
+	rt, err := f.s.Client(issue).RuntimeRelayToken(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt.Token
+}
+
+func (f *fixture) clientToken(t *testing.T, u servertest.User) string {
+	t.Helper()
+	var r sdk.RelayTokenResponse
+	if _, err := u.Client.Do(context.Background(), http.MethodPost, "/api/workspaces/"+u.Workspace+"/relay-token", map[string]any{}, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Data.Token
+}
+
+// wsURL is the upgrade URL on a relay base URL.
+func wsURL(t *testing.T, base, role, ws, rt string) string {
+	t.Helper()
+	u, err := sdk.RelayWSURL(base, role, ws, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+type how int
+
+const (
+	byHeader how = iota
+	bySubprotocol
+	byQuery
+)
+
+func dial(ctx context.Context, url, token string, h how) (*websocket.Conn, *http.Response, error) {
+	o := &websocket.DialOptions{HTTPHeader: http.Header{}}
+	switch h {
+	case byHeader:
+		o.HTTPHeader.Set("Authorization", "Bearer "+token)
+	case bySubprotocol:
+		o.Subprotocols = []string{relay.Subprotocol, relay.TokenSubprotocolPrefix + token}
+	case byQuery:
+		url += "&token=" + token
+	}
+	c, resp, err := websocket.Dial(ctx, url, o)
+	if c != nil {
+		c.SetReadLimit(4 << 20)
+	}
+	return c, resp, err
+}
+
+func mustDial(t *testing.T, url, token string) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := dial(ctx, url, token, byHeader)
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+func (f *fixture) daemon(t *testing.T, base string) *websocket.Conn {
+	return mustDial(t, wsURL(t, base, relay.RoleDaemon, f.u.Workspace, f.install.ID), f.daemonTok)
+}
+
+func (f *fixture) client(t *testing.T, base string) *websocket.Conn {
+	return mustDial(t, wsURL(t, base, relay.RoleClient, f.u.Workspace, f.install.ID), f.clientTok)
+}
+
+func readRaw(t *testing.T, c *websocket.Conn) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	typ, b, err := c.Read(ctx)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if typ != websocket.MessageText {
+		t.Fatalf("read a %v frame", typ)
+	}
+	return b
+}
+
+func read(t *testing.T, c *websocket.Conn) relay.Envelope {
+	t.Helper()
+	var e relay.Envelope
+	b := readRaw(t, c)
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("read %s: %v", b, err)
+	}
+	return e
+}
+
+func write(t *testing.T, c *websocket.Conn, v any) {
+	t.Helper()
+	b, ok := v.([]byte)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+}
+
+// closeCode reads until the connection ends and returns its close code.
+func closeCode(t *testing.T, c *websocket.Conn) websocket.StatusCode {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for {
+		_, _, err := c.Read(ctx)
+		if err != nil {
+			return websocket.CloseStatus(err)
+		}
+	}
+}
+
+func TestRelayRoutesChannelsBetweenDaemonAndClients(t *testing.T) {
+	f := newFixture(t)
+	d := f.daemon(t, f.s.URL)
+	const n = 3
+	clients := make([]*websocket.Conn, n)
+	chans := map[string]int{}
+	for i := range clients {
+		clients[i] = f.client(t, f.s.URL)
+		open := read(t, d)
+		if open.Type != relay.TypeOpen || open.Channel == "" {
+			t.Fatalf("daemon got %+v, want an open", open)
+		}
+		if _, dup := chans[open.Channel]; dup {
+			t.Fatalf("channel %s opened twice", open.Channel)
+		}
+		chans[open.Channel] = i
+	}
+	for i, c := range clients {
+		write(t, c, relay.Envelope{Type: relay.TypeData, Payload: fmt.Sprintf("from-client-%d", i)})
+	}
+	byClient := map[int]string{}
+	for range clients {
+		e := read(t, d)
+		i, ok := chans[e.Channel]
+		if e.Type != relay.TypeData || !ok {
+			t.Fatalf("daemon got %+v", e)
+		}
+		if want := fmt.Sprintf("from-client-%d", i); e.Payload != want {
+			t.Fatalf("channel %s carried %q, want %q", e.Channel, e.Payload, want)
+		}
+		byClient[i] = e.Channel
+	}
+	// Answers go to their own channel only.
+	for i := n - 1; i >= 0; i-- {
+		write(t, d, relay.Envelope{Type: relay.TypeData, Channel: byClient[i], Payload: fmt.Sprintf("to-client-%d", i)})
+	}
+	for i, c := range clients {
+		e := read(t, c)
+		if e.Type != relay.TypeData || e.Payload != fmt.Sprintf("to-client-%d", i) || e.Channel != "" {
+			t.Fatalf("client %d got %+v", i, e)
+		}
+	}
+	// A client's close reaches the daemon; the daemon's close ends a client.
+	write(t, clients[0], relay.Envelope{Type: relay.TypeClose, Reason: "bye"})
+	if e := read(t, d); e.Type != relay.TypeClose || e.Channel != byClient[0] || e.Reason != "bye" {
+		t.Fatalf("daemon got %+v, want close of %s", e, byClient[0])
+	}
+	write(t, d, relay.Envelope{Type: relay.TypeClose, Channel: byClient[1], Reason: "done"})
+	if e := read(t, clients[1]); e.Type != relay.TypeClose || e.Reason != "done" {
+		t.Fatalf("client 1 got %+v", e)
+	}
+	if code := closeCode(t, clients[1]); code != websocket.StatusNormalClosure {
+		t.Fatalf("client 1 closed with %v", code)
+	}
+	// A client that drops its socket is a close to the daemon.
+	clients[2].CloseNow()
+	if e := read(t, d); e.Type != relay.TypeClose || e.Channel != byClient[2] {
+		t.Fatalf("daemon got %+v, want close of %s", e, byClient[2])
+	}
+	// Data on an ended channel is answered with its close.
+	write(t, d, relay.Envelope{Type: relay.TypeData, Channel: byClient[0], Payload: "late"})
+	if e := read(t, d); e.Type != relay.TypeClose || e.Channel != byClient[0] {
+		t.Fatalf("daemon got %+v for a dead channel", e)
+	}
+	m := f.s.Host.Relay().Metrics()
+	if m.DaemonConns != 1 || m.Channels != 0 {
+		t.Fatalf("metrics %+v", m)
+	}
+}
+
+func TestRelayAdmission(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	other := f.s.NewUser("other@example.com")
+	otherTok := f.clientToken(t, other)
+	otherInstall, err := other.Client.CreateInstall(ctx, other.Workspace, "desk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := f.u.Client.CreateInstall(ctx, f.u.Workspace, "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := f.s.Store().Secret(ctx, "relay-jwt-hs256", func() ([]byte, error) { return nil, errors.New("the key exists") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := (&auth.RelaySigner{Key: key, Issuer: f.s.URL, TTL: time.Minute, Now: func() time.Time { return time.Now().Add(-time.Hour) }})
+	expiredTok, _, err := expired.Sign(f.install.ID, f.u.Workspace, auth.RelayRoleDaemon, f.install.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := &auth.RelaySigner{Key: []byte(strings.Repeat("k", 32)), Issuer: f.s.URL}
+	forgedTok, _, err := forged.Sign(f.install.ID, f.u.Workspace, auth.RelayRoleDaemon, f.install.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A JWT whose payload was edited keeps its signature and fails it.
+	parts := strings.Split(f.clientTok, ".")
+	claims := jwt.MapClaims{}
+	if _, _, err := jwt.NewParser().ParseUnverified(f.clientTok, claims); err != nil {
+		t.Fatal(err)
+	}
+	claims["wid"] = other.Workspace
+	tamperedTok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SigningString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tamperedTok += "." + parts[2]
+
+	ws, rt := f.u.Workspace, f.install.ID
+	cases := []struct {
+		name       string
+		role       string
+		ws, rt     string
+		tok        string
+		want       int
+		wantSubstr string
+	}{
+		{"no token", relay.RoleDaemon, ws, rt, "", 401, "required"},
+		{"garbage token", relay.RoleDaemon, ws, rt, "not-a-jwt", 401, ""},
+		{"forged JWT", relay.RoleDaemon, ws, rt, forgedTok, 401, ""},
+		{"tampered JWT", relay.RoleClient, other.Workspace, otherInstall.ID, tamperedTok, 401, ""},
+		{"expired JWT", relay.RoleDaemon, ws, rt, expiredTok, 401, ""},
+		{"user API token", relay.RoleClient, ws, rt, f.u.Token, 401, ""},
+		{"daemon JWT, wrong workspace", relay.RoleDaemon, other.Workspace, rt, f.daemonTok, 403, "workspace"},
+		{"client JWT, wrong workspace", relay.RoleClient, other.Workspace, otherInstall.ID, f.clientTok, 403, "workspace"},
+		{"client JWT of another workspace", relay.RoleClient, ws, rt, otherTok, 403, "workspace"},
+		{"daemon JWT, wrong runtime target", relay.RoleDaemon, ws, second.ID, f.daemonTok, 403, "runtime target"},
+		{"client JWT, unknown runtime target", relay.RoleClient, ws, otherInstall.ID, f.clientTok, 403, "runtime target"},
+		{"daemon JWT as client", relay.RoleClient, ws, rt, f.daemonTok, 403, "role"},
+		{"client JWT as daemon", relay.RoleDaemon, ws, rt, f.clientTok, 403, "role"},
+		{"bad role", "admin", ws, rt, f.daemonTok, 400, "role"},
+		{"no workspace", relay.RoleDaemon, "", rt, f.daemonTok, 400, "workspaceId"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			c, resp, err := dial(cctx, wsURL(t, f.s.URL, tc.role, tc.ws, tc.rt), tc.tok, byHeader)
+			if err == nil {
+				c.CloseNow()
+				t.Fatalf("admitted")
+			}
+			if resp == nil {
+				t.Fatalf("no HTTP answer: %v", err)
+			}
+			if resp.StatusCode != tc.want {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.want)
+			}
+			var body struct {
+				Error struct{ Message string } `json:"error"`
+			}
+			json.NewDecoder(resp.Body).Decode(&body)
+			if !strings.Contains(body.Error.Message, tc.wantSubstr) {
+				t.Fatalf("message %q does not mention %q", body.Error.Message, tc.wantSubstr)
+			}
+			if tc.want == 401 && resp.Header.Get("WWW-Authenticate") == "" {
+				t.Fatalf("401 without WWW-Authenticate")
+			}
+		})
+	}
+
+	// Each way of carrying the token admits; the subprotocol is echoed.
+	for _, h := range []how{byHeader, bySubprotocol, byQuery} {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c, _, err := dial(cctx, wsURL(t, f.s.URL, relay.RoleDaemon, ws, rt), f.daemonTok, h)
+		cancel()
+		if err != nil {
+			t.Fatalf("token way %d: %v", h, err)
+		}
+		if h == bySubprotocol && c.Subprotocol() != relay.Subprotocol {
+			t.Fatalf("subprotocol %q echoed", c.Subprotocol())
+		}
+		c.Close(websocket.StatusNormalClosure, "")
+	}
+	// Without runtimeTargetId, a daemon's target is its own install.
+	d := mustDial(t, wsURL(t, f.s.URL, relay.RoleDaemon, ws, ""), f.daemonTok)
+	c := f.client(t, f.s.URL)
+	if e := read(t, d); e.Type != relay.TypeOpen {
+		t.Fatalf("daemon without runtimeTargetId got %+v", e)
+	}
+	c.CloseNow()
+	if m := f.s.Host.Relay().Metrics(); m.Refused < uint64(len(cases)) {
+		t.Fatalf("refused %d, want at least %d", m.Refused, len(cases))
+	}
+}
+
+func TestRelayDetachedInstallIsRevoked(t *testing.T) {
+	f := newFixture(t)
+	d := f.daemon(t, f.s.URL)
+	c := f.client(t, f.s.URL)
+	read(t, d)
+	if _, err := f.u.Client.Do(context.Background(), http.MethodDelete, "/api/workspaces/"+f.u.Workspace+"/installs/"+f.install.ID, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Its JWT no longer admits, and the live connection is dropped at the
+	// next presence report.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, resp, err := dial(ctx, wsURL(t, f.s.URL, relay.RoleDaemon, f.u.Workspace, f.install.ID), f.daemonTok, byHeader); err == nil || resp == nil || resp.StatusCode != 401 && resp.StatusCode != 403 {
+		t.Fatalf("a detached install's JWT was not refused: %v", err)
+	}
+	_ = c
+}
+
+func TestRelayClientBeforeDaemonGetsError(t *testing.T) {
+	f := newFixture(t)
+	c := f.client(t, f.s.URL)
+	e := read(t, c)
+	if e.Type != relay.TypeError || !strings.Contains(e.Reason, "no daemon") {
+		t.Fatalf("client got %+v, want an error envelope", e)
+	}
+	if code := closeCode(t, c); code != relay.CloseNoDaemon {
+		t.Fatalf("close code %v, want %v", code, relay.CloseNoDaemon)
+	}
+	// Once the daemon is there, a new client gets through.
+	d := f.daemon(t, f.s.URL)
+	f.client(t, f.s.URL)
+	if e := read(t, d); e.Type != relay.TypeOpen {
+		t.Fatalf("daemon got %+v", e)
+	}
+}
+
+func TestRelayDaemonReplacement(t *testing.T) {
+	f := newFixture(t)
+	d1 := f.daemon(t, f.s.URL)
+	c1 := f.client(t, f.s.URL)
+	read(t, d1)
+	d2 := f.daemon(t, f.s.URL)
+	if code := closeCode(t, d1); code != relay.CloseReplaced {
+		t.Fatalf("old daemon closed with %v, want %v", code, relay.CloseReplaced)
+	}
+	if e := read(t, c1); e.Type != relay.TypeError || !strings.Contains(e.Reason, "replaced") {
+		t.Fatalf("client of the old daemon got %+v", e)
+	}
+	if code := closeCode(t, c1); code != relay.CloseNoDaemon {
+		t.Fatalf("client of the old daemon closed with %v", code)
+	}
+	c2 := f.client(t, f.s.URL)
+	open := read(t, d2)
+	write(t, d2, relay.Envelope{Type: relay.TypeData, Channel: open.Channel, Payload: "new"})
+	if e := read(t, c2); e.Payload != "new" {
+		t.Fatalf("client got %+v from the new daemon", e)
+	}
+	if m := f.s.Host.Relay().Metrics(); m.Replaced != 1 || m.DaemonConns != 1 {
+		t.Fatalf("metrics %+v", m)
+	}
+}
+
+func TestRelayNeverDecodesPayloads(t *testing.T) {
+	f := newFixture(t)
+	d := f.daemon(t, f.s.URL)
+	c := f.client(t, f.s.URL)
+	ch := read(t, d).Channel
+	// Not base64, with escapes and non-ASCII: it arrives as the same bytes.
+	payload := `"%%% not base64 !!! \u00e9\n\"quoted\" \/ ü ` + strings.Repeat("=", 7) + `"`
+	write(t, c, []byte(`{"t":"data","p":`+payload+`}`))
+	got := readRaw(t, d)
+	if want := `{"t":"data","ch":"` + ch + `","p":` + payload + `}`; string(got) != want {
+		t.Fatalf("daemon got\n%s\nwant\n%s", got, want)
+	}
+	write(t, d, []byte(`{"ch":"`+ch+`","p":`+payload+`,"t":"data"}`))
+	if got := readRaw(t, c); string(got) != `{"t":"data","p":`+payload+`}` {
+		t.Fatalf("client got %s", got)
+	}
+	// A payload that is not a string is not an envelope.
+	write(t, c, []byte(`{"t":"data","p":{"x":1}}`))
+	if code := closeCode(t, c); code != relay.CloseBadEnvelope {
+		t.Fatalf("close code %v, want %v", code, relay.CloseBadEnvelope)
+	}
+}
+
+// startRelay runs a separate relay instance against the server, as
+// `reeve relay` does, on its own 127.0.0.1 listener.
+func startRelay(t *testing.T, s *servertest.Server, o relay.Options) (*relay.Relay, string) {
+	t.Helper()
+	o.Control = &relay.HTTPControl{ServerURL: s.URL, Credential: s.Host.RelayServiceCredential()}
+	r, err := relay.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ws", r)
+	srv := &http.Server{Handler: mux}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go srv.Serve(ln)
+	go func() { r.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		r.Close()
+		cancel()
+		<-done
+		srv.Close()
+	})
+	return r, "http://" + ln.Addr().String()
+}
+
+func TestRelaySlowPeerIsDisconnected(t *testing.T) {
+	f := newFixture(t)
+	r, base := startRelay(t, f.s, relay.Options{QueueFrames: 8, SlowTimeout: 300 * time.Millisecond})
+	d := f.daemon(t, base)
+	c := f.client(t, base) // never reads until the relay gives up on it
+	ch := read(t, d).Channel
+	frame, _ := json.Marshal(relay.Envelope{Type: relay.TypeData, Channel: ch, Payload: strings.Repeat("A", 64<<10)})
+	var stop atomic.Bool
+	defer stop.Store(true)
+	go func() {
+		for !stop.Load() {
+			// A cancelled write context would close the daemon's socket.
+			if d.Write(context.Background(), websocket.MessageText, frame) != nil {
+				return
+			}
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for r.Metrics().SlowDisconnects == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow client was never disconnected: %+v", r.Metrics())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop.Store(true)
+	if code := closeCode(t, c); code != relay.CloseTooSlow {
+		t.Fatalf("slow client closed with %v, want %v", code, relay.CloseTooSlow)
+	}
+	// The daemon stays connected and learns that the channel ended.
+	for {
+		e := read(t, d)
+		if e.Type == relay.TypeClose && e.Channel == ch {
+			break
+		}
+	}
+	if m := r.Metrics(); m.DaemonConns != 1 || m.ClientConns != 0 {
+		t.Fatalf("metrics %+v", m)
+	}
+}
