@@ -122,6 +122,7 @@ func NewRootCmd(env *Env) *cobra.Command {
 		newGuardCmd(env),
 		newServerCmd(env),
 	)
+	attachPairUnlock(root, env) // reeve pair unlock (pair_unlock.go)
 	return root
 }
 
