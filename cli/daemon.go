@@ -35,6 +35,8 @@ type Programs struct {
 	WorkerFatal func(error) bool
 	// Server is the hosted control plane.
 	Server ServerPrograms
+	// Relay is a stand-alone relay instance (`reeve relay`).
+	Relay RelayPrograms
 }
 
 // healthTimeout is how long status waits for /health before it calls a live

@@ -121,6 +121,7 @@ func NewRootCmd(env *Env) *cobra.Command {
 		newCheckCmd(env),
 		newGuardCmd(env),
 		newServerCmd(env),
+		newRelayCmd(env),
 	)
 	attachPairUnlock(root, env) // reeve pair unlock (pair_unlock.go)
 	return root

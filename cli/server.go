@@ -41,9 +41,12 @@ type ServerTokenResult struct {
 // ServerPrograms are the control plane's entry points, wired in by main so
 // that cli links no server internals.
 type ServerPrograms struct {
-	Run            func(ctx context.Context, o ServerRun) error
-	CreateToken    func(ctx context.Context, o ServerTokenRequest) (ServerTokenResult, error)
-	DefaultDataDir func() string
+	Run         func(ctx context.Context, o ServerRun) error
+	CreateToken func(ctx context.Context, o ServerTokenRequest) (ServerTokenResult, error)
+	// RelayCredential returns the relay service credential of a data
+	// directory (Email and Name are unused).
+	RelayCredential func(ctx context.Context, o ServerTokenRequest) (string, error)
+	DefaultDataDir  func() string
 }
 
 type serverOptions struct {
@@ -78,6 +81,7 @@ func newServerCmd(env *Env) *cobra.Command {
 	f.StringVar(&opts.relayURL, "relay-url", "", "relay URL advertised to clients (default: the server's origin)")
 	f.StringVar(&opts.ownerEmail, "owner-email", "owner@localhost", "email of the owner created on first start")
 	cmd.AddCommand(newGroupCmd("token", "Manage API tokens as an operator", newServerTokenCreateCmd(env)))
+	cmd.AddCommand(newServerRelayCredentialCmd(env))
 	return cmd
 }
 
@@ -182,5 +186,42 @@ func runServerTokenCreate(ctx context.Context, opts *serverTokenOptions) error {
 		fmt.Fprintf(opts.env.Err, "created a workspace owned by %s\n", opts.user)
 	}
 	_, err = fmt.Fprintln(opts.env.Out, res.Token)
+	return err
+}
+
+type serverRelayCredentialOptions struct {
+	env         *Env
+	dataDir     string
+	databaseURL string
+}
+
+func newServerRelayCredentialCmd(e *Env) *cobra.Command {
+	opts := &serverRelayCredentialOptions{env: e}
+	cmd := &cobra.Command{
+		Use:   "relay-credential",
+		Short: "Print the relay service credential that `reeve relay` presents to this server",
+		Long: "Prints the relay service credential (rvr_...) on stdout. Give it to `reeve relay` through --credential-file or $" + RelayCredentialEnv + ".\n" +
+			"It is derived from a secret in the server's database, so every server sharing that database accepts it.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServerRelayCredential(cmd.Context(), opts) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.dataDir, "data-dir", "", "data directory (default "+serverDataDir(e)+")")
+	f.StringVar(&opts.databaseURL, "database-url", "", "database URL (overrides --data-dir)")
+	return cmd
+}
+
+func runServerRelayCredential(ctx context.Context, opts *serverRelayCredentialOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if opts.env.Programs.Server.RelayCredential == nil {
+		return exitf(ExitFailure, "this build of reeve has no control plane")
+	}
+	c, err := opts.env.Programs.Server.RelayCredential(ctx, ServerTokenRequest{DataDir: opts.dataDir, DatabaseURL: opts.databaseURL})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(opts.env.Out, c)
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/runtime"
 	"reeve.dev/reeve/server/host"
+	"reeve.dev/reeve/server/relay"
 )
 
 // programs wires the daemon worker and the control plane into the command
@@ -21,6 +22,19 @@ func programs() cli.Programs {
 		},
 		WorkerFatal: runtime.IsFatal,
 		Server:      ServerPrograms(),
+		Relay:       RelayPrograms(),
+	}
+}
+
+// RelayPrograms adapts server/relay to the command line's entry points.
+func RelayPrograms() cli.RelayPrograms {
+	return cli.RelayPrograms{
+		Run: func(ctx context.Context, o cli.RelayRun) error {
+			return relay.Serve(ctx, relay.ServeOptions{
+				Listen: o.Listen, ServerURL: o.ServerURL, Credential: o.Credential,
+				Logger: o.Logger, Ready: o.Ready,
+			})
+		},
 	}
 }
 
@@ -45,6 +59,9 @@ func ServerPrograms() cli.ServerPrograms {
 		CreateToken: func(ctx context.Context, o cli.ServerTokenRequest) (cli.ServerTokenResult, error) {
 			r, err := host.CreateToken(ctx, host.TokenOptions{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL, Email: o.Email, Name: o.Name})
 			return cli.ServerTokenResult{Token: r.Token, TokenID: r.TokenID, UserID: r.UserID, CreatedWorkspace: r.CreatedWorkspace}, err
+		},
+		RelayCredential: func(ctx context.Context, o cli.ServerTokenRequest) (string, error) {
+			return host.StoreRelayCredential(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL})
 		},
 		DefaultDataDir: host.DefaultDataDir,
 	}

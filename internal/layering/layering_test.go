@@ -48,7 +48,7 @@ func TestLeafPackages(t *testing.T) {
 // through wiring done in main, never by import.
 func TestCLIStaysThin(t *testing.T) {
 	list, _ := deps(t, module+"/cli")
-	forbidden := []string{module + "/daemon/runtime", module + "/server/api"}
+	forbidden := []string{module + "/daemon/runtime", module + "/server/api", module + "/server/relay"}
 	for _, d := range list {
 		if hasAnyPrefix(d, forbidden) {
 			t.Errorf("cli depends on %s", d)

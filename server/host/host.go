@@ -303,6 +303,17 @@ func (h *Host) Close() error {
 	return h.st.Close()
 }
 
+// StoreRelayCredential opens the store the options select and returns its
+// relay service credential (`reeve server relay-credential`).
+func StoreRelayCredential(ctx context.Context, o Options) (string, error) {
+	st, err := OpenStore(ctx, o)
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	return RelayCredential(ctx, st)
+}
+
 // TokenOptions select the store and user of CreateToken.
 type TokenOptions struct {
 	DataDir     string

@@ -362,20 +362,30 @@ func TestRelayAdmission(t *testing.T) {
 
 func TestRelayDetachedInstallIsRevoked(t *testing.T) {
 	f := newFixture(t)
-	d := f.daemon(t, f.s.URL)
-	c := f.client(t, f.s.URL)
+	r, base := startRelay(t, f.s, relay.Options{PresenceInterval: 200 * time.Millisecond})
+	d := f.daemon(t, base)
+	c := f.client(t, base)
 	read(t, d)
 	if _, err := f.u.Client.Do(context.Background(), http.MethodDelete, "/api/workspaces/"+f.u.Workspace+"/installs/"+f.install.ID, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	// Its JWT no longer admits, and the live connection is dropped at the
-	// next presence report.
+	// The live connection is dropped at the next presence report, its
+	// client told, and its JWT admits no new connection.
+	if code := closeCode(t, d); code != relay.CloseRevoked {
+		t.Fatalf("the detached daemon closed with %v, want %v", code, relay.CloseRevoked)
+	}
+	if e := read(t, c); e.Type != relay.TypeError || !strings.Contains(e.Reason, "revoked") {
+		t.Fatalf("its client got %+v", e)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, resp, err := dial(ctx, wsURL(t, f.s.URL, relay.RoleDaemon, f.u.Workspace, f.install.ID), f.daemonTok, byHeader); err == nil || resp == nil || resp.StatusCode != 401 && resp.StatusCode != 403 {
+	_, resp, err := dial(ctx, wsURL(t, base, relay.RoleDaemon, f.u.Workspace, f.install.ID), f.daemonTok, byHeader)
+	if err == nil || resp == nil || (resp.StatusCode != 401 && resp.StatusCode != 403) {
 		t.Fatalf("a detached install's JWT was not refused: %v", err)
 	}
-	_ = c
+	if m := r.Metrics(); m.Revoked != 1 {
+		t.Fatalf("metrics %+v", m)
+	}
 }
 
 func TestRelayClientBeforeDaemonGetsError(t *testing.T) {
@@ -511,5 +521,84 @@ func TestRelaySlowPeerIsDisconnected(t *testing.T) {
 	}
 	if m := r.Metrics(); m.DaemonConns != 1 || m.ClientConns != 0 {
 		t.Fatalf("metrics %+v", m)
+	}
+}
+
+// Two instances meet through presence and the bus: a daemon on one, its
+// clients on the other, in both directions; a daemon that reconnects to
+// the other instance replaces its old connection there.
+func TestRelayTwoInstances(t *testing.T) {
+	f := newFixture(t)
+	a := f.s.URL // the server's embedded relay
+	rb, b := startRelay(t, f.s, relay.Options{PresenceInterval: time.Second})
+	d := f.daemon(t, a)
+	clients := []*websocket.Conn{f.client(t, b), f.client(t, b)}
+	chans := map[string]*websocket.Conn{}
+	for i, c := range clients {
+		open := read(t, d)
+		if open.Type != relay.TypeOpen {
+			t.Fatalf("daemon got %+v", open)
+		}
+		chans[open.Channel] = c
+		// Not base64, escapes included: the value crosses the bus intact.
+		write(t, c, relay.Envelope{Type: relay.TypeData, Payload: fmt.Sprintf("¿remote %d? \"%%%%\"", i)})
+	}
+	for range clients {
+		e := read(t, d)
+		c := chans[e.Channel]
+		if e.Type != relay.TypeData || c == nil || !strings.HasPrefix(e.Payload, "¿remote ") {
+			t.Fatalf("daemon got %+v", e)
+		}
+		write(t, d, relay.Envelope{Type: relay.TypeData, Channel: e.Channel, Payload: "back:" + e.Payload})
+		if got := read(t, c); got.Payload != "back:"+e.Payload {
+			t.Fatalf("client got %+v, want back:%s", got, e.Payload)
+		}
+	}
+	// The daemon closes one remote channel; the client sees the close.
+	var first string
+	for ch := range chans {
+		first = ch
+		break
+	}
+	write(t, d, relay.Envelope{Type: relay.TypeClose, Channel: first, Reason: "enough"})
+	if e := read(t, chans[first]); e.Type != relay.TypeClose || e.Reason != "enough" {
+		t.Fatalf("remote client got %+v", e)
+	}
+	if code := closeCode(t, chans[first]); code != websocket.StatusNormalClosure {
+		t.Fatalf("remote client closed with %v", code)
+	}
+	if m := rb.Metrics(); m.RemoteChannels != 2 || m.BusOut == 0 || m.BusIn == 0 {
+		t.Fatalf("instance b metrics %+v", m)
+	}
+
+	// The daemon moves to instance b: a's connection is replaced, the
+	// remaining remote client is told, and a client on a reaches the
+	// daemon on b.
+	d2 := f.daemon(t, b)
+	if code := closeCode(t, d); code != relay.CloseReplaced {
+		t.Fatalf("the daemon on a closed with %v, want %v", code, relay.CloseReplaced)
+	}
+	for ch, c := range chans {
+		if ch == first {
+			continue
+		}
+		if e := read(t, c); e.Type != relay.TypeError {
+			t.Fatalf("client of the replaced daemon got %+v", e)
+		}
+	}
+	ca := f.client(t, a)
+	open := read(t, d2)
+	write(t, ca, relay.Envelope{Type: relay.TypeData, Payload: "to b"})
+	if e := read(t, d2); e.Channel != open.Channel || e.Payload != "to b" {
+		t.Fatalf("daemon on b got %+v", e)
+	}
+	write(t, d2, relay.Envelope{Type: relay.TypeData, Channel: open.Channel, Payload: "from b"})
+	if e := read(t, ca); e.Payload != "from b" {
+		t.Fatalf("client on a got %+v", e)
+	}
+	// The client on a leaves: the daemon on b gets the close.
+	ca.Close(websocket.StatusNormalClosure, "")
+	if e := read(t, d2); e.Type != relay.TypeClose || e.Channel != open.Channel {
+		t.Fatalf("daemon on b got %+v", e)
 	}
 }
