@@ -15,10 +15,11 @@ import (
 )
 
 type doctorOptions struct {
-	env    *Env
-	cmd    *cobra.Command
-	config string
-	json   bool
+	env     *Env
+	cmd     *cobra.Command
+	config  string
+	json    bool
+	offline bool
 }
 
 // doctorReport is the --json shape of `reeve doctor`.
@@ -55,10 +56,6 @@ type doctorEndpoints struct {
 	Error          string   `json:"error,omitempty"`
 }
 
-type doctorRelay struct {
-	State string `json:"state"`
-}
-
 type doctorCheck struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
@@ -75,6 +72,7 @@ func newDoctorCmd(env *Env) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&opts.config, "config", "", "config file to check (default $REEVE_CONFIG, else the launched one, else <home>/config.yaml)")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print as JSON")
+	cmd.Flags().BoolVar(&opts.offline, "offline", false, "report the persisted relay state without asking the control plane whether the credential still works")
 	return cmd
 }
 
@@ -107,6 +105,10 @@ func runDoctor(ctx context.Context, opts *doctorOptions) error {
 		rep.Endpoints.AllowedOrigins = append(rep.Endpoints.AllowedOrigins, launch.AllowedOrigins...)
 	}
 	rep.Checks = fileChecks(dir, launchErr == nil && launch.Auth)
+	var relayCheck *doctorCheck
+	if rep.Relay, relayCheck = relayState(ctx, dir, opts.offline); relayCheck != nil {
+		rep.Checks = append(rep.Checks, *relayCheck)
+	}
 
 	if opts.json {
 		if err := writeJSON(opts.env.Out, rep); err != nil {
@@ -168,7 +170,7 @@ func fileChecks(dir home.Dir, auth bool) []doctorCheck {
 	default:
 		checks = append(checks, doctorCheck{Name: "home", OK: true, Detail: string(dir) + " is mode 0700"})
 	}
-	for _, f := range []string{dir.TokenFile(), dir.LaunchFile(), dir.IdentityFile(), dir.StoreFile(), dir.LogFile(), dir.SupervisorPIDFile(), dir.EndpointFile()} {
+	for _, f := range []string{dir.TokenFile(), dir.LaunchFile(), dir.IdentityFile(), dir.StoreFile(), dir.LogFile(), dir.SupervisorPIDFile(), dir.EndpointFile(), dir.RelayFile(), dir.AnchorFile()} {
 		info, err := os.Stat(f)
 		if err != nil {
 			if f == dir.TokenFile() && auth {
@@ -220,7 +222,13 @@ func printDoctor(env *Env, r doctorReport) {
 	if r.Endpoints.Error != "" {
 		fmt.Fprintf(w, "\t  %s\n", r.Endpoints.Error)
 	}
-	fmt.Fprintf(w, "relay\t%s\n", r.Relay.State)
+	for i, l := range describeRelay(r.Relay) {
+		label := "relay"
+		if i > 0 {
+			label = ""
+		}
+		fmt.Fprintf(w, "%s\t%s\n", label, l)
+	}
 	for _, c := range r.Checks {
 		mark := "ok"
 		if !c.OK {

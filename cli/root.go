@@ -123,7 +123,8 @@ func NewRootCmd(env *Env) *cobra.Command {
 		newServerCmd(env),
 		newRelayCmd(env),
 	)
-	attachPairUnlock(root, env) // reeve pair unlock (pair_unlock.go)
+	root.AddCommand(newPairCmd(env)) // reeve pair, pair anchor, pair rotate-token (pair.go)
+	attachPairUnlock(root, env)      // reeve pair unlock (pair_unlock.go)
 	return root
 }
 

@@ -12,9 +12,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"reeve.dev/reeve/internal/version"
@@ -22,6 +24,7 @@ import (
 	"reeve.dev/reeve/server/auth"
 	"reeve.dev/reeve/server/relay"
 	"reeve.dev/reeve/server/store"
+	"reeve.dev/reeve/server/web"
 )
 
 // DefaultListen is the listen address of `reeve server`.
@@ -69,6 +72,7 @@ type Host struct {
 	relay  *relay.Relay
 	cred   string
 	origin string
+	outMu  sync.Mutex
 }
 
 // DefaultDataDir is the per-user data directory of the server.
@@ -151,10 +155,21 @@ func (h *Host) assemble(ctx context.Context) error {
 	}
 	signer := &auth.RelaySigner{Key: key, Issuer: h.origin}
 	h.links = &auth.LinkProvider{Store: h.st, BaseURL: h.origin}
-	a, err := api.New(api.Options{
+	// The pages call the API in process; the API serves the pages for
+	// everything outside /api.
+	var a *api.Server
+	pages, err := web.New(web.Options{
+		API:              http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.ServeHTTP(w, r) }),
+		RequestLoginLink: h.requestLoginLink,
+		Logger:           o.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	a, err = api.New(api.Options{
 		Store: h.st, BaseURL: h.origin, AppURL: o.AppURL, RelayURL: o.RelayURL,
 		Signer: signer, Login: h.links, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL,
-		Logger: o.Logger, Version: version.Version,
+		Pages: pages, Logger: o.Logger, Version: version.Version,
 	})
 	if err != nil {
 		return err
@@ -183,6 +198,48 @@ func (h *Host) assemble(ctx context.Context) error {
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 	}
+	return nil
+}
+
+// IssueLoginLink issues a one-time login link for an existing user and
+// returns the sign-in page URL that uses it.
+func (h *Host) IssueLoginLink(ctx context.Context, email string) (string, error) {
+	u, err := h.st.UserByEmail(ctx, email)
+	if err != nil {
+		return "", fmt.Errorf("issue login link for %s: %w", email, err)
+	}
+	link, err := h.links.Issue(ctx, u.ID)
+	if err != nil {
+		return "", err
+	}
+	return h.loginPageURL(link), nil
+}
+
+// loginPageURL turns a callback link into the sign-in page that uses the
+// same one-time code, which is what a person opens.
+func (h *Host) loginPageURL(link string) string {
+	u, err := url.Parse(link)
+	if err != nil {
+		return link
+	}
+	return h.origin + "/login?code=" + url.QueryEscape(u.Query().Get("code"))
+}
+
+// requestLoginLink is the sign-in page's "send me a link": the embedded
+// provider has no mail, so the link goes to the operator's output. An
+// unknown email is logged, never revealed to the page.
+func (h *Host) requestLoginLink(ctx context.Context, email string) error {
+	link, err := h.IssueLoginLink(ctx, email)
+	if errors.Is(err, store.ErrNotFound) {
+		h.opts.Logger.Info("login link requested for an unknown email", "email", email)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	h.outMu.Lock()
+	defer h.outMu.Unlock()
+	fmt.Fprintf(h.opts.Out, "login link requested for %s (one-time, valid 24h):\n%s\n", email, link)
 	return nil
 }
 
@@ -265,7 +322,9 @@ func (h *Host) Run(ctx context.Context) error {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 	if link != "" {
-		fmt.Fprintf(h.opts.Out, "first start: created owner %s; one-time login link (valid 24h):\n%s\n", h.ownerEmail(), link)
+		h.outMu.Lock()
+		fmt.Fprintf(h.opts.Out, "first start: created owner %s; one-time login link (valid 24h):\n%s\nor sign in on the web with the same code: %s\n", h.ownerEmail(), link, h.loginPageURL(link))
+		h.outMu.Unlock()
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- h.srv.Serve(h.ln) }()

@@ -1,0 +1,297 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"reeve.dev/reeve/server/sdk"
+)
+
+func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
+	if h.session(r) == "" {
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/pair", http.StatusSeeOther)
+}
+
+// ---- /login ----
+
+// loginCSRFToken returns the pre-sign-in double-submit token, setting its
+// cookie when the browser has none.
+func loginCSRFToken(w http.ResponseWriter, r *http.Request) string {
+	if c, err := r.Cookie(loginCSRF); err == nil && len(c.Value) >= 32 {
+		return c.Value
+	}
+	tok := randomToken()
+	http.SetCookie(w, &http.Cookie{Name: loginCSRF, Value: tok, Path: "/login", HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
+	return tok
+}
+
+func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := page{Title: "Sign in", Next: safeNext(q.Get("next")), Code: q.Get("code"), SignedIn: h.session(r) != ""}
+	if p.SignedIn {
+		p.CSRF = csrfFor(h.session(r))
+	}
+	// A login link opened in the browser shows a button rather than
+	// signing in on GET, so a link scanner cannot spend the code.
+	p.Notice = q.Get("notice")
+	h.renderLogin(w, r, http.StatusOK, p)
+}
+
+func (h *Handler) renderLogin(w http.ResponseWriter, r *http.Request, status int, p page) {
+	// The sign-in forms carry the pre-sign-in token; the sign-out form,
+	// when signed in, the session's.
+	tok := loginCSRFToken(w, r)
+	p.Title = "Sign in"
+	h.render(w, r, status, "login.html", struct {
+		page
+		LoginCSRF string
+	}{p, tok})
+}
+
+func (h *Handler) loginSubmit(w http.ResponseWriter, r *http.Request) {
+	p := page{Next: safeNext(r.PostFormValue("next"))}
+	c, err := r.Cookie(loginCSRF)
+	if !sameOrigin(r) || err != nil || !tokenEqual(r.PostFormValue("csrf"), c.Value) {
+		p.Error = "This form was not sent from this site, or it is stale. Reload the page and try again."
+		h.renderLogin(w, r, http.StatusForbidden, p)
+		return
+	}
+	switch r.PostFormValue("action") {
+	case "request":
+		email := strings.TrimSpace(r.PostFormValue("email"))
+		if !strings.Contains(email, "@") {
+			p.Error = "Enter the email address of your account."
+			h.renderLogin(w, r, http.StatusUnprocessableEntity, p)
+			return
+		}
+		if !h.links.allow(remoteHost(r), h.opts.Now()) {
+			p.Error = "Too many login links requested from here. Wait a few minutes and try again."
+			h.renderLogin(w, r, http.StatusTooManyRequests, p)
+			return
+		}
+		if h.opts.RequestLoginLink != nil {
+			if err := h.opts.RequestLoginLink(r.Context(), email); err != nil {
+				h.opts.Logger.Warn("login link request", "err", err)
+			}
+		}
+		p.Notice = "If " + email + " has an account, a one-time login link for it is now in the server operator's console. Open it, or paste it below."
+		h.renderLogin(w, r, http.StatusOK, p)
+	case "code":
+		code := loginCode(r.PostFormValue("code"))
+		if code == "" {
+			p.Error = "Paste the login link or its code (it starts with rvl_)."
+			h.renderLogin(w, r, http.StatusUnprocessableEntity, p)
+			return
+		}
+		res, err := h.client(r, "").Login(r.Context(), code)
+		if err != nil {
+			p.Error = "That login link is unknown, already used or expired. Ask for a new one."
+			if status(err) == http.StatusTooManyRequests {
+				p.Error = "Too many attempts. Wait a minute and try again."
+			}
+			h.renderLogin(w, r, statusOr(err, http.StatusUnauthorized), p)
+			return
+		}
+		h.setSession(w, r, res)
+		clearCookie(w, r, loginCSRF)
+		http.Redirect(w, r, p.Next, http.StatusSeeOther)
+	default:
+		p.Error = "Unknown action."
+		h.renderLogin(w, r, http.StatusBadRequest, p)
+	}
+}
+
+// loginCode accepts a pasted login link or a bare code.
+func loginCode(s string) string {
+	s = strings.TrimSpace(s)
+	if u, err := url.Parse(s); err == nil && u.Query().Get("code") != "" {
+		s = u.Query().Get("code")
+	}
+	if !strings.HasPrefix(s, "rvl_") || strings.ContainsAny(s, " /?&") {
+		return ""
+	}
+	return s
+}
+
+func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
+	s := h.session(r)
+	if s == "" {
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return
+	}
+	if !h.checkPost(w, r, s) {
+		return
+	}
+	if err := h.client(r, s).Logout(r.Context()); err != nil && status(err) != http.StatusUnauthorized {
+		h.opts.Logger.Warn("logout", "err", err)
+	}
+	clearCookie(w, r, SessionCookie)
+	http.Redirect(w, r, "/login?notice="+url.QueryEscape("You are signed out."), http.StatusSeeOther)
+}
+
+// ---- /pair ----
+
+// signedIn returns the session and the user's workspaces, or redirects to
+// the sign-in page (clearing a session the API no longer accepts).
+func (h *Handler) signedIn(w http.ResponseWriter, r *http.Request) (string, []sdk.Workspace, bool) {
+	s := h.session(r)
+	if s == "" {
+		h.toLogin(w, r)
+		return "", nil, false
+	}
+	ws, err := h.client(r, s).ListWorkspaces(r.Context())
+	if status(err) == http.StatusUnauthorized {
+		clearCookie(w, r, SessionCookie)
+		h.toLogin(w, r)
+		return "", nil, false
+	}
+	if err != nil {
+		h.opts.Logger.Error("list workspaces", "err", err)
+		h.render(w, r, http.StatusBadGateway, "message.html", page{Title: "Something went wrong", SignedIn: true, CSRF: csrfFor(s), Error: "The server could not list your workspaces. Try again."})
+		return "", nil, false
+	}
+	return s, ws, true
+}
+
+// admins are the workspaces where the user may approve pairings.
+func admins(ws []sdk.Workspace) []sdk.Workspace {
+	var out []sdk.Workspace
+	for _, w := range ws {
+		if w.Role == sdk.RoleAdmin || w.Role == sdk.RoleOwner {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func workspaceName(ws []sdk.Workspace, id *string) string {
+	if id == nil {
+		return ""
+	}
+	for _, w := range ws {
+		if w.ID == *id {
+			return w.Name
+		}
+	}
+	return *id
+}
+
+func (h *Handler) pairPage(w http.ResponseWriter, r *http.Request) {
+	s, ws, ok := h.signedIn(w, r)
+	if !ok {
+		return
+	}
+	p := page{Title: "Pair a machine", SignedIn: true, CSRF: csrfFor(s), Workspaces: admins(ws)}
+	code := strings.TrimSpace(r.URL.Query().Get("code"))
+	if code == "" {
+		h.render(w, r, http.StatusOK, "pair_enter.html", p)
+		return
+	}
+	p.Code = code
+	pc, err := h.client(r, s).GetPairingCode(r.Context(), code)
+	if err != nil {
+		p.Error = pairingError(err)
+		h.render(w, r, statusOr(err, http.StatusBadGateway), "pair.html", p)
+		return
+	}
+	p.Pairing, p.Code, p.WorkspaceName = &pc, pc.Code, workspaceName(ws, pc.WorkspaceID)
+	h.render(w, r, http.StatusOK, "pair.html", p)
+}
+
+func (h *Handler) pairDecide(w http.ResponseWriter, r *http.Request) {
+	s, ws, ok := h.signedIn(w, r)
+	if !ok || !h.checkPost(w, r, s) {
+		return
+	}
+	p := page{Title: "Pair a machine", SignedIn: true, CSRF: csrfFor(s), Workspaces: admins(ws), Code: r.PostFormValue("code")}
+	req := sdk.PairingDecisionRequest{Workspace: r.PostFormValue("workspace")}
+	c := h.client(r, s)
+	var (
+		pc  sdk.PairingCode
+		err error
+	)
+	switch r.PostFormValue("action") {
+	case "approve":
+		pc, err = c.ApprovePairingCode(r.Context(), p.Code, req)
+	case "deny":
+		pc, err = c.DenyPairingCode(r.Context(), p.Code, req)
+	default:
+		p.Error = "Choose Approve or Deny."
+		h.render(w, r, http.StatusBadRequest, "pair.html", p)
+		return
+	}
+	if err != nil {
+		p.Error = pairingError(err)
+		// Show the code as it stands now, if it can still be read.
+		if cur, gerr := c.GetPairingCode(r.Context(), p.Code); gerr == nil {
+			p.Pairing, p.WorkspaceName = &cur, workspaceName(ws, cur.WorkspaceID)
+		}
+		h.render(w, r, statusOr(err, http.StatusBadGateway), "pair.html", p)
+		return
+	}
+	p.Pairing, p.Result, p.WorkspaceName = &pc, pc.State, workspaceName(ws, pc.WorkspaceID)
+	h.render(w, r, http.StatusOK, "pair.html", p)
+}
+
+// pairMint is the browser-minted initiation from the page.
+func (h *Handler) pairMint(w http.ResponseWriter, r *http.Request) {
+	s, ws, ok := h.signedIn(w, r)
+	if !ok || !h.checkPost(w, r, s) {
+		return
+	}
+	p := page{Title: "Pair a machine", SignedIn: true, CSRF: csrfFor(s), Workspaces: admins(ws)}
+	pc, err := h.client(r, s).CreateWorkspacePairingCode(r.Context(), r.PostFormValue("workspace"), sdk.WorkspacePairingCodeRequest{})
+	if err != nil {
+		p.Error = pairingError(err)
+		h.render(w, r, statusOr(err, http.StatusBadGateway), "pair_enter.html", p)
+		return
+	}
+	p.Minted, p.WorkspaceName = &pc, workspaceName(ws, pc.WorkspaceID)
+	h.render(w, r, http.StatusCreated, "pair_enter.html", p)
+}
+
+// pairingError words an API refusal for a person.
+func pairingError(err error) string {
+	var ae *sdk.APIError
+	if !errors.As(err, &ae) {
+		return "The server could not be reached. Try again."
+	}
+	switch ae.Status {
+	case http.StatusNotFound:
+		if ae.Body.Code == sdk.CodeWorkspaceNotFound {
+			return "That workspace does not exist."
+		}
+		return "There is no such pairing code. Check it against the one your machine shows."
+	case http.StatusGone:
+		return "This pairing code has expired. Run `reeve pair` on the machine again for a new one."
+	case http.StatusConflict:
+		return "This pairing code cannot be used now: " + ae.Body.Message
+	case http.StatusForbidden:
+		return "You may not do this: " + ae.Body.Message
+	case http.StatusUnprocessableEntity:
+		return "Choose the workspace to pair this machine to."
+	case http.StatusTooManyRequests:
+		return "Too many attempts. Wait a minute and try again."
+	}
+	return ae.Body.Message
+}
+
+func status(err error) int {
+	var ae *sdk.APIError
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	return 0
+}
+
+func statusOr(err error, def int) int {
+	if s := status(err); s >= 400 {
+		return s
+	}
+	return def
+}
