@@ -154,7 +154,11 @@ func (c *Client) Admission() e2e.Admission {
 }
 
 // Anchor is the anchor public key the channel was verified against.
-func (c *Client) Anchor() []byte { return append([]byte(nil), c.anchor...) }
+func (c *Client) Anchor() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]byte(nil), c.anchor...)
+}
 
 // Connections counts the connections made so far (1 + reconnections).
 func (c *Client) Connections() int { return int(c.conns.Load()) }
@@ -205,12 +209,17 @@ func (c *Client) connect(ctx context.Context) (*channel, error) {
 		return nil, err
 	}
 	hello, _ := json.Marshal(map[string]string{"client": c.opts.Name})
-	ch, adm, anchor, err := handshake(ctx, ws, c.anchor, c.opts.Fingerprint, c.opts.WorkspaceID, c.opts.RuntimeTargetID, hello)
+	c.mu.Lock()
+	known := c.anchor
+	c.mu.Unlock()
+	ch, adm, anchor, err := handshake(ctx, ws, known, c.opts.Fingerprint, c.opts.WorkspaceID, c.opts.RuntimeTargetID, hello)
 	if err != nil {
 		ws.CloseNow()
 		return nil, err
 	}
+	c.mu.Lock()
 	c.anchor = anchor
+	c.mu.Unlock()
 	first, err := ch.read(ctx)
 	if err != nil {
 		ws.CloseNow()
