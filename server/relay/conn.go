@@ -156,7 +156,9 @@ func (c *conn) writeLoop() {
 		case c.room <- struct{}{}:
 		default:
 		}
-		ctx, cancel := context.WithTimeout(c.r.ctx, c.r.opts.WriteTimeout)
+		// As in readLoop, no per-write deadline: a peer that stops reading
+		// fills the queue and is killed, and kill bounds the wait.
+		ctx := context.Background()
 		var err error
 		marker := false
 		for i, f := range batch {
@@ -171,7 +173,6 @@ func (c *conn) writeLoop() {
 			}
 			batch[i] = nil
 		}
-		cancel()
 		switch {
 		case err != nil:
 			// The socket is gone, or the write timed out, which closed it.
@@ -226,7 +227,17 @@ func (c *conn) kill(code websocket.StatusCode, reason string) {
 	close(c.done)
 	if start {
 		go c.writeLoop()
+	} else if ws := c.socket(); ws != nil {
+		// A write in progress may be stuck on a peer that reads nothing:
+		// the close frame gets WriteTimeout, then the socket goes.
+		time.AfterFunc(c.r.opts.WriteTimeout, func() { ws.CloseNow() })
 	}
+}
+
+func (c *conn) socket() *websocket.Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ws
 }
 
 func (c *conn) isClosed() bool {

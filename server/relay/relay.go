@@ -66,7 +66,8 @@ type Options struct {
 	// SlowTimeout is how long a sender waits for room in a full queue
 	// before the receiving peer is disconnected as too slow; default 5s.
 	SlowTimeout time.Duration
-	// WriteTimeout bounds writing a batch of queued frames; default 15s.
+	// WriteTimeout is how long a disconnected peer's close frame may wait
+	// behind a write in progress before the socket is dropped; default 5s.
 	WriteTimeout time.Duration
 	// PingInterval: a connection silent this long is pinged, and closed
 	// when the pong does not come within another interval; default 30s.
@@ -126,7 +127,7 @@ func New(opts Options) (*Relay, error) {
 		opts.SlowTimeout = 5 * time.Second
 	}
 	if opts.WriteTimeout <= 0 {
-		opts.WriteTimeout = 15 * time.Second
+		opts.WriteTimeout = 5 * time.Second
 	}
 	if opts.PingInterval <= 0 {
 		opts.PingInterval = 30 * time.Second
@@ -277,7 +278,6 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r.wg.Add(1)
-	defer r.wg.Done()
 	if c.role == RoleDaemon {
 		r.attachDaemon(c)
 	} else {
@@ -292,13 +292,21 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		r.m.refused.Add(1)
 		r.detach(c) // Accept has answered
+		r.wg.Done()
 		return
 	}
 	wsc.SetReadLimit(r.opts.MaxMessageBytes)
 	r.m.admitted.Add(1)
 	c.start(wsc)
-	c.readLoop()
-	r.detach(c)
+	// Read on a fresh goroutine and let the HTTP handler return: the
+	// server's per-request state and the deep stack of the upgrade are
+	// freed, which is most of what an idle connection would otherwise
+	// hold beyond its socket buffers.
+	go func() {
+		defer r.wg.Done()
+		c.readLoop()
+		r.detach(c)
+	}()
 }
 
 func (r *Relay) validate(ctx context.Context, tok string, req sdk.RelayValidateRequest) (sdk.RelayAdmission, error) {

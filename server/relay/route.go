@@ -27,7 +27,9 @@ var emptyPayload = []byte(`""`)
 // connection are dropped while the close handshake finishes.
 func (c *conn) readLoop() {
 	for {
-		typ, data, err := c.ws.Read(c.r.ctx)
+		// No context deadline: one would cost a timer registration per
+		// frame. Kills and shutdown close the socket instead.
+		typ, data, err := c.ws.Read(context.Background())
 		if err != nil {
 			if websocket.CloseStatus(err) == -1 && !errors.Is(err, context.Canceled) {
 				c.r.log.Debug("relay read ended", "role", c.role, "err", err)
