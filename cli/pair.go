@@ -223,7 +223,7 @@ func runPair(ctx context.Context, o *pairOptions) error {
 		fmt.Fprintln(o.env.Err, "reeve: remote control stays locked until unlocked on this machine")
 	}
 
-	restarted, err := restartIfRunning(ctx, o.env, dir)
+	restarted, err := restartIfRunning(ctx, o.env, dir, rc.Transport == "relay")
 	if err != nil {
 		return err
 	}
@@ -322,8 +322,10 @@ func pairAPIExit(err error, what string) error {
 }
 
 // restartIfRunning applies new credentials to a running daemon with the
-// restart logic of `reeve restart`.
-func restartIfRunning(ctx context.Context, env *Env, dir home.Dir) (bool, error) {
+// restart logic of `reeve restart`. A daemon paired for the relay and
+// launched with the local profile comes back with the relay profile: both
+// bind loopback only, and relay also connects out with the credentials.
+func restartIfRunning(ctx context.Context, env *Env, dir home.Dir, relay bool) (bool, error) {
 	locked, err := dir.Locked()
 	if err != nil || !locked {
 		return false, err
@@ -331,6 +333,10 @@ func restartIfRunning(ctx context.Context, env *Env, dir home.Dir) (bool, error)
 	launch, err := dir.ReadLaunch()
 	if err != nil {
 		return false, withExit(ExitFailure, fmt.Errorf("a daemon is running but its launch configuration cannot be read (%w); run `reeve restart`", err))
+	}
+	if relay && launch.Profile == "local" {
+		launch.Profile = "relay"
+		fmt.Fprintln(env.Err, "reeve: the daemon's profile becomes relay, so that it connects to the relay")
 	}
 	fmt.Fprintln(env.Err, "reeve: restarting the daemon to apply the credentials")
 	if _, err := stopDaemon(ctx, env, dir, false, 15*time.Second); err != nil && exitCode(err) != ExitNotRunning {
