@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"reeve.dev/reeve/daemon/controlclient"
+	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/sdk/remote"
+)
+
+// The whole product path with nothing stood in: `reeve server` with its own
+// relay, `reeve pair` approved by the user, a daemon that pairing moved to
+// the relay profile, and a remote client that launches and follows a
+// session through the relay, end to end encrypted.
+func TestRemoteSessionThroughServerRelay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	data := filepath.Join(t.TempDir(), "server")
+	_, serverURL := startReady(t, nil, "(API ", "server", "--listen", "127.0.0.1:0", "--data-dir", data)
+	serverURL = strings.TrimSuffix(serverURL, "/api)")
+	var tok struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(reeveOut(t, "server", "token", "create", "--data-dir", data, "--user", "owner@example.com", "--json")), &tok); err != nil {
+		t.Fatal(err)
+	}
+	user := &sdk.Client{BaseURL: serverURL, Token: tok.Token}
+	wss, err := user.ListWorkspaces(ctx)
+	if err != nil || len(wss) == 0 {
+		t.Fatalf("workspaces: %v %v", wss, err)
+	}
+	ws := wss[0].ID
+
+	h := newHome(t)
+	h.start()
+	p, code := h.startPair("--server", serverURL, "--auto-unlock")
+	if _, err := user.ApprovePairingCode(ctx, code, sdk.PairingDecisionRequest{Workspace: ws}); err != nil {
+		t.Fatal(err)
+	}
+	if c, out, errs := p.wait(t); c != 0 {
+		t.Fatalf("reeve pair: exit %d\n%s\n%s", c, out, errs)
+	}
+	creds := h.relayCredentials()
+	if l, err := home.Dir(h.dir).ReadLaunch(); err != nil || l.Profile != "relay" {
+		t.Fatalf("pairing left the daemon in profile %q (%v)", l.Profile, err)
+	}
+	if !strings.HasPrefix(creds.RelayURL, serverURL) {
+		t.Fatalf("relay URL %q is not the server's own origin %s", creds.RelayURL, serverURL)
+	}
+	local, _, err := controlclient.FromHome(home.Dir(h.dir), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the relay link", 30*time.Second, func() bool {
+		hl, err := local.Health(ctx)
+		return err == nil && hl.Relay != nil && hl.Relay.Link == wire.RelayConnected
+	})
+
+	c, err := remote.Dial(ctx, remote.Options{
+		RelayURL: creds.RelayURL, WorkspaceID: ws, RuntimeTargetID: creds.InstallID,
+		Fingerprint: strings.TrimSpace(h.must("pair", "anchor").stdout),
+		Token:       remote.WorkspaceToken(user, ws), NoReconnect: true, Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatalf("dial through the server's relay: %v", err)
+	}
+	defer c.Close()
+	work := t.TempDir()
+	h.must("add", work)
+	si, err := c.Launch(ctx, remote.LaunchRequest{Directory: work, Agent: "shell", Prompt: "for i in 1 2 3; do echo remote-$i; done"})
+	if err != nil {
+		t.Fatalf("remote launch: %v", err)
+	}
+	sub, err := c.Subscribe(ctx, si.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []remote.SessionUpdate
+	for u := range sub.Updates() {
+		got = append(got, u)
+	}
+	if end := sub.Ended(); end == nil || end.Status != "completed" || end.LastSeq != int64(len(got)) {
+		t.Fatalf("ended %+v after %d events (%v)", end, len(got), sub.Err())
+	}
+	var out strings.Builder
+	for i, u := range got {
+		if u.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, u.Seq)
+		}
+		if u.Kind == wire.KindTerminalOutput {
+			var d wire.TerminalOutput
+			json.Unmarshal(u.Data, &d)
+			out.WriteString(d.Text)
+		}
+	}
+	if !strings.Contains(out.String(), "remote-3") {
+		t.Fatalf("remote follower missed output: %q", out.String())
+	}
+	if logged := h.logEvents(si.ID); len(logged) != len(got) {
+		t.Fatalf("the remote follower saw %d events, the log has %d", len(got), len(logged))
+	}
+}
