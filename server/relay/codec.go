@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"sync"
 )
 
 // inEnvelope is a received envelope with its payload kept as the raw JSON
@@ -72,13 +73,30 @@ func scanEnvelope(b []byte) (e inEnvelope, ok bool) {
 		if i >= len(b) || b[i] != '"' {
 			return e, false // null, numbers, objects: the slow path decides
 		}
+		if string(key) == "p" {
+			end := payloadEnd(b, i)
+			if end < 0 {
+				return e, false
+			}
+			e.Payload = b[i : end+1]
+			i = skipWS(b, end+1)
+			if i >= len(b) {
+				return e, false
+			}
+			if b[i] == '}' {
+				return e, skipWS(b, i+1) == len(b)
+			}
+			if b[i] != ',' {
+				return e, false
+			}
+			i = skipWS(b, i+1)
+			continue
+		}
 		vEnd, vEsc := scanString(b, i)
 		if vEnd < 0 {
 			return e, false
 		}
 		switch string(key) {
-		case "p":
-			e.Payload = b[i : vEnd+1]
 		case "t", "ch", "reason":
 			if vEsc {
 				return e, false
@@ -104,6 +122,29 @@ func scanEnvelope(b []byte) (e inEnvelope, ok bool) {
 			return e, false
 		}
 		i = skipWS(b, i+1)
+	}
+}
+
+// payloadEnd finds the closing quote of the payload string starting at
+// b[i]: the first quote not escaped by an odd run of backslashes. What is
+// inside is the ends' business; the relay only needs the boundary, and
+// finds it with the runtime's vectorised byte search.
+func payloadEnd(b []byte, i int) int {
+	j := i + 1
+	for {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		q := j + k
+		n := 0
+		for q-1-n > i && b[q-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return q
+		}
+		j = q + 1
 	}
 }
 
@@ -158,7 +199,7 @@ func frameOpen(ch string) []byte {
 }
 
 func frameDaemonData(ch string, p []byte) []byte {
-	b := make([]byte, 0, 24+len(ch)+len(p))
+	b := getFrame(24 + len(ch) + len(p))
 	b = append(b, `{"t":"data","ch":"`...)
 	b = append(b, ch...)
 	b = append(b, `","p":`...)
@@ -167,7 +208,7 @@ func frameDaemonData(ch string, p []byte) []byte {
 }
 
 func frameClientData(p []byte) []byte {
-	b := make([]byte, 0, 16+len(p))
+	b := getFrame(16 + len(p))
 	b = append(b, `{"t":"data","p":`...)
 	b = append(b, p...)
 	return append(b, '}')
@@ -220,4 +261,41 @@ func rawPayload(s string) []byte {
 		return nil
 	}
 	return appendJSONString(nil, s)
+}
+
+// Buffers are pooled: every forwarded frame is read into one and written
+// from another, and at tens of thousands of frames a second the garbage
+// would otherwise cost more than the routing. Large ones are not kept.
+const maxPooled = 64 << 10
+
+var (
+	readBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	frames   = sync.Pool{}
+)
+
+func getReadBuf() *bytes.Buffer {
+	b := readBufs.Get().(*bytes.Buffer)
+	b.Reset()
+	return b
+}
+
+func putReadBuf(b *bytes.Buffer) {
+	if b != nil && b.Cap() <= maxPooled {
+		readBufs.Put(b)
+	}
+}
+
+func getFrame(n int) []byte {
+	if v, ok := frames.Get().(*[]byte); ok && cap(*v) >= n {
+		return (*v)[:0]
+	}
+	return make([]byte, 0, max(n, 512))
+}
+
+// putFrame returns a written frame; the writer no longer needs it (the
+// WebSocket library copies it into its buffer).
+func putFrame(b []byte) {
+	if cap(b) <= maxPooled {
+		frames.Put(&b)
+	}
 }

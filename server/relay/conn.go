@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,6 +134,7 @@ func (c *conn) send(frame []byte) error {
 // nil frame is the marker finish queues: the connection closes there. On a
 // closed connection it sends the close frame and stays the last writer.
 func (c *conn) writeLoop() {
+	idle := 0
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -143,11 +145,20 @@ func (c *conn) writeLoop() {
 			return
 		}
 		if len(c.q) == 0 {
+			if idle < 2 {
+				// Under load the next frame is usually a moment away;
+				// yielding once is cheaper than a new goroutine for it.
+				idle++
+				c.mu.Unlock()
+				runtime.Gosched()
+				continue
+			}
 			c.writing = false
 			c.q, c.spare = nil, nil // idle connections keep no buffers
 			c.mu.Unlock()
 			return
 		}
+		idle = 0
 		batch := c.q
 		c.q = c.spare[:0]
 		c.spare = nil
@@ -170,6 +181,7 @@ func (c *conn) writeLoop() {
 				if err == nil {
 					c.r.m.framesOut.Add(1)
 				}
+				putFrame(f)
 			}
 			batch[i] = nil
 		}

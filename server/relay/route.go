@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,7 +30,12 @@ func (c *conn) readLoop() {
 	for {
 		// No context deadline: one would cost a timer registration per
 		// frame. Kills and shutdown close the socket instead.
-		typ, data, err := c.ws.Read(context.Background())
+		typ, rd, err := c.ws.Reader(context.Background())
+		var buf *bytes.Buffer
+		if err == nil {
+			buf = getReadBuf()
+			_, err = buf.ReadFrom(rd)
+		}
 		if err != nil {
 			if websocket.CloseStatus(err) == -1 && !errors.Is(err, context.Canceled) {
 				c.r.log.Debug("relay read ended", "role", c.role, "err", err)
@@ -40,14 +46,19 @@ func (c *conn) readLoop() {
 		c.r.m.framesIn.Add(1)
 		select {
 		case <-c.done:
+			putReadBuf(buf)
 			continue
 		default:
 		}
 		if typ != websocket.MessageText {
+			putReadBuf(buf)
 			c.kill(CloseBadEnvelope, "relay envelopes are JSON text frames")
 			continue
 		}
-		if err := c.r.route(c, data); err != nil {
+		// route copies what it forwards; the buffer is reused.
+		err = c.r.route(c, buf.Bytes())
+		putReadBuf(buf)
+		if err != nil {
 			c.r.m.badEnvelopes.Add(1)
 			c.kill(CloseBadEnvelope, err.Error())
 		}
