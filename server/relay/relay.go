@@ -48,8 +48,6 @@ const (
 	// CloseReplaced: a newer connection of the same daemon replaced this
 	// one.
 	CloseReplaced websocket.StatusCode = 4409
-	// CloseTooLarge: a frame over the relay's limit.
-	CloseTooLarge websocket.StatusCode = 4413
 	// CloseTooSlow: the peer did not read its frames; its queue stayed full
 	// for SlowTimeout.
 	CloseTooSlow websocket.StatusCode = 4429
