@@ -119,6 +119,19 @@ func (f *fixture) client(t *testing.T, base string) *websocket.Conn {
 	return mustDial(t, wsURL(t, base, relay.RoleClient, f.u.Workspace, f.install.ID), f.clientTok)
 }
 
+// waitMetrics waits for the relay's counters to satisfy ok: connections
+// are counted out once their close handshake has finished.
+func waitMetrics(t *testing.T, r *relay.Relay, ok func(relay.Metrics) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok(r.Metrics()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics %+v", r.Metrics())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func readRaw(t *testing.T, c *websocket.Conn) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -219,6 +232,9 @@ func TestRelayRoutesChannelsBetweenDaemonAndClients(t *testing.T) {
 	if e := read(t, d); e.Type != relay.TypeClose || e.Channel != byClient[0] || e.Reason != "bye" {
 		t.Fatalf("daemon got %+v, want close of %s", e, byClient[0])
 	}
+	if code := closeCode(t, clients[0]); code != websocket.StatusNormalClosure {
+		t.Fatalf("client 0 closed with %v after its close", code)
+	}
 	write(t, d, relay.Envelope{Type: relay.TypeClose, Channel: byClient[1], Reason: "done"})
 	if e := read(t, clients[1]); e.Type != relay.TypeClose || e.Reason != "done" {
 		t.Fatalf("client 1 got %+v", e)
@@ -236,10 +252,7 @@ func TestRelayRoutesChannelsBetweenDaemonAndClients(t *testing.T) {
 	if e := read(t, d); e.Type != relay.TypeClose || e.Channel != byClient[0] {
 		t.Fatalf("daemon got %+v for a dead channel", e)
 	}
-	m := f.s.Host.Relay().Metrics()
-	if m.DaemonConns != 1 || m.Channels != 0 {
-		t.Fatalf("metrics %+v", m)
-	}
+	waitMetrics(t, f.s.Host.Relay(), func(m relay.Metrics) bool { return m.DaemonConns == 1 && m.ClientConns == 0 && m.Channels == 0 })
 }
 
 func TestRelayAdmission(t *testing.T) {
@@ -427,9 +440,7 @@ func TestRelayDaemonReplacement(t *testing.T) {
 	if e := read(t, c2); e.Payload != "new" {
 		t.Fatalf("client got %+v from the new daemon", e)
 	}
-	if m := f.s.Host.Relay().Metrics(); m.Replaced != 1 || m.DaemonConns != 1 {
-		t.Fatalf("metrics %+v", m)
-	}
+	waitMetrics(t, f.s.Host.Relay(), func(m relay.Metrics) bool { return m.Replaced == 1 && m.DaemonConns == 1 && m.ClientConns == 1 })
 }
 
 func TestRelayNeverDecodesPayloads(t *testing.T) {
@@ -519,9 +530,7 @@ func TestRelaySlowPeerIsDisconnected(t *testing.T) {
 			break
 		}
 	}
-	if m := r.Metrics(); m.DaemonConns != 1 || m.ClientConns != 0 {
-		t.Fatalf("metrics %+v", m)
-	}
+	waitMetrics(t, r, func(m relay.Metrics) bool { return m.DaemonConns == 1 && m.ClientConns == 0 })
 }
 
 // Two instances meet through presence and the bus: a daemon on one, its

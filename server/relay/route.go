@@ -247,7 +247,11 @@ func (r *Relay) endChannel(ch *channel, from side, typ, reason string, code webs
 			r.publish(sdk.RelayBusMessage{To: ch.daemonInst, Type: TypeClose, Channel: ch.id, Reason: reason})
 		}
 	}
-	// The client's side.
+	// The client's side. A client's connection is its channel: it ends
+	// with it, whoever ended it.
+	if from == fromClient && ch.client != nil {
+		ch.client.finish(CloseNormal, reason)
+	}
 	if from != fromClient {
 		switch {
 		case ch.client != nil:
