@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -32,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"reeve.dev/reeve/server/inproc"
 	"reeve.dev/reeve/server/sdk"
 )
 
@@ -111,45 +111,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // browser's user and from the browser's address (so the API's throttles
 // see the real client).
 func (h *Handler) client(r *http.Request, token string) *sdk.Client {
-	return &sdk.Client{BaseURL: "http://in-process", Token: token, HTTP: &http.Client{Transport: inProcess{h: h.opts.API, remote: r.RemoteAddr}}}
-}
-
-type inProcess struct {
-	h      http.Handler
-	remote string
-}
-
-func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.RemoteAddr = t.remote
-	req.RequestURI = req.URL.RequestURI()
-	if req.Body == nil {
-		req.Body = http.NoBody
-	}
-	rec := &recorder{header: http.Header{}, status: http.StatusOK}
-	t.h.ServeHTTP(rec, req)
-	return &http.Response{
-		StatusCode: rec.status, Status: http.StatusText(rec.status), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: rec.header, Body: io.NopCloser(&rec.body), ContentLength: int64(rec.body.Len()), Request: req,
-	}, nil
-}
-
-type recorder struct {
-	header http.Header
-	body   bytes.Buffer
-	status int
-	wrote  bool
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-func (r *recorder) WriteHeader(s int) {
-	if !r.wrote {
-		r.status, r.wrote = s, true
-	}
-}
-func (r *recorder) Write(b []byte) (int, error) {
-	r.wrote = true
-	return r.body.Write(b)
+	return &sdk.Client{BaseURL: "http://in-process", Token: token, HTTP: &http.Client{Transport: inproc.Transport(h.opts.API, r.RemoteAddr)}}
 }
 
 // ---- sessions and CSRF ----
