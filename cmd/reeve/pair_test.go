@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -101,22 +100,8 @@ func (h *daemonHome) relayCredentials() home.RelayCredentials {
 // approval of the same machine retires the first install, a detached
 // install is refused at once, and expired or reused codes are refused.
 func TestPairThroughTheBinary(t *testing.T) {
-	data := filepath.Join(t.TempDir(), "server")
-	_, serverURL := startReady(t, nil, "(API ", "server", "--listen", "127.0.0.1:0", "--data-dir", data)
-	serverURL = strings.TrimSuffix(serverURL, "/api)")
+	_, serverURL, user, ws := ownedServer(t, "owner@example.com")
 	ctx := context.Background()
-	var tok struct {
-		Token string `json:"token"`
-	}
-	if err := json.Unmarshal([]byte(reeveOut(t, "server", "token", "create", "--data-dir", data, "--user", "owner@example.com", "--json")), &tok); err != nil {
-		t.Fatal(err)
-	}
-	user := &sdk.Client{BaseURL: serverURL, Token: tok.Token}
-	wss, err := user.ListWorkspaces(ctx)
-	if err != nil || len(wss) == 0 {
-		t.Fatalf("workspaces: %v %v", wss, err)
-	}
-	ws := wss[0].ID
 
 	h := newHome(t)
 	h.start()

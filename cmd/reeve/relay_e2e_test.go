@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,21 +21,7 @@ import (
 func TestRemoteSessionThroughServerRelay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	data := filepath.Join(t.TempDir(), "server")
-	_, serverURL := startReady(t, nil, "(API ", "server", "--listen", "127.0.0.1:0", "--data-dir", data)
-	serverURL = strings.TrimSuffix(serverURL, "/api)")
-	var tok struct {
-		Token string `json:"token"`
-	}
-	if err := json.Unmarshal([]byte(reeveOut(t, "server", "token", "create", "--data-dir", data, "--user", "owner@example.com", "--json")), &tok); err != nil {
-		t.Fatal(err)
-	}
-	user := &sdk.Client{BaseURL: serverURL, Token: tok.Token}
-	wss, err := user.ListWorkspaces(ctx)
-	if err != nil || len(wss) == 0 {
-		t.Fatalf("workspaces: %v %v", wss, err)
-	}
-	ws := wss[0].ID
+	_, serverURL, user, ws := ownedServer(t, "owner@example.com")
 
 	h := newHome(t)
 	h.start()

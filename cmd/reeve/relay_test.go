@@ -151,23 +151,8 @@ func relayWrite(t *testing.T, c *websocket.Conn, s string) {
 // payloads it could not even decode.
 func TestRelayProcessesRouteThroughPresenceAndBus(t *testing.T) {
 	dir := t.TempDir()
-	data := filepath.Join(dir, "server")
-	_, serverURL := startReady(t, nil, "(API ", "server", "--listen", "127.0.0.1:0", "--data-dir", data)
-	serverURL = strings.TrimSuffix(serverURL, "/api)")
+	data, serverURL, user, ws := ownedServer(t, "ops@example.com")
 	ctx := context.Background()
-
-	var tok struct {
-		Token string `json:"token"`
-	}
-	if err := json.Unmarshal([]byte(reeveOut(t, "server", "token", "create", "--data-dir", data, "--user", "ops@example.com", "--json")), &tok); err != nil {
-		t.Fatal(err)
-	}
-	user := &sdk.Client{BaseURL: serverURL, Token: tok.Token}
-	wss, err := user.ListWorkspaces(ctx)
-	if err != nil || len(wss) == 0 {
-		t.Fatalf("workspaces: %v %v", wss, err)
-	}
-	ws := wss[0].ID
 	in, err := user.CreateInstall(ctx, ws, "laptop")
 	if err != nil {
 		t.Fatal(err)
@@ -239,4 +224,26 @@ func TestRelayProcessesRouteThroughPresenceAndBus(t *testing.T) {
 	if strings.Contains(second.output(), cred) {
 		t.Fatalf("reeve relay printed its credential")
 	}
+}
+
+// ownedServer starts `reeve server` on a fresh data directory and an owner
+// with a token, and returns the server's origin, the owner's client and the
+// owner's workspace.
+func ownedServer(t *testing.T, email string) (data, serverURL string, user *sdk.Client, workspace string) {
+	t.Helper()
+	data = filepath.Join(t.TempDir(), "server")
+	_, serverURL = startReady(t, nil, "(API ", "server", "--listen", "127.0.0.1:0", "--data-dir", data)
+	serverURL = strings.TrimSuffix(serverURL, "/api)")
+	var tok struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(reeveOut(t, "server", "token", "create", "--data-dir", data, "--user", email, "--json")), &tok); err != nil {
+		t.Fatal(err)
+	}
+	user = &sdk.Client{BaseURL: serverURL, Token: tok.Token}
+	wss, err := user.ListWorkspaces(context.Background())
+	if err != nil || len(wss) == 0 {
+		t.Fatalf("workspaces: %v %v", wss, err)
+	}
+	return data, serverURL, user, wss[0].ID
 }
