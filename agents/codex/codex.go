@@ -69,34 +69,11 @@ func (a *Adapter) ID() string { return ID }
 // Describe finds the executable and asks it for its version (once per
 // executable file).
 func (a *Adapter) Describe(ctx context.Context) agents.Info {
-	info := agents.Info{ID: ID, Provider: "openai", Structured: true, Resumable: true}
-	path, err := a.find()
-	if err != nil {
-		info.Problem = err.Error()
-		return info
-	}
-	info.Installed, info.Path = true, path
-	v, err := a.versions.Get(ctx, path)
-	if err != nil {
-		info.Problem = err.Error()
-	}
-	info.Version = v
-	return info
+	return a.program().Describe(ctx, agents.Info{ID: ID, Provider: "openai", Structured: true, Resumable: true})
 }
 
-func (a *Adapter) find() (string, error) {
-	if p := a.o.Getenv(EnvPath); p != "" {
-		path, err := a.o.LookPath(p)
-		if err != nil {
-			return "", fmt.Errorf("%s=%s: %w", EnvPath, p, err)
-		}
-		return path, nil
-	}
-	path, err := a.o.LookPath("codex")
-	if err != nil {
-		return "", fmt.Errorf("codex is not installed (not on PATH; set %s to use another executable)", EnvPath)
-	}
-	return path, nil
+func (a *Adapter) program() ptyrun.Program {
+	return ptyrun.Program{Name: "codex", EnvPath: EnvPath, Getenv: a.o.Getenv, LookPath: a.o.LookPath, Versions: &a.versions}
 }
 
 // Args is the command line (after the program name) for a turn.
@@ -126,7 +103,7 @@ func Args(t agents.Turn) []string {
 // events, each kept in <StateDir>/codex-<start-unix-nanos>.jsonl and mapped
 // onto events; stderr is kept for the error of a failed run.
 func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit) (agents.Process, error) {
-	path, err := a.find()
+	path, err := a.program().Find()
 	if err != nil {
 		return nil, err
 	}
