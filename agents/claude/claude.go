@@ -188,28 +188,9 @@ func result(m *mapper, resume string, r ptyrun.Result) agents.TurnResult {
 	case m.failure != nil:
 		res.Err = m.failure
 	case r.Err != nil:
-		res.Err = fmt.Errorf("claude %s%s", r.Err, stderrNote(r.Stderr, m.sessionID == ""))
+		res.Err = fmt.Errorf("claude %s%s", r.Err, ptyrun.StderrNote(r.Stderr, m.sessionID == "", "session"))
 	case !m.gotResult:
-		res.Err = fmt.Errorf("claude ended without a result%s", stderrNote(r.Stderr, m.sessionID == ""))
+		res.Err = fmt.Errorf("claude ended without a result%s", ptyrun.StderrNote(r.Stderr, m.sessionID == "", "session"))
 	}
 	return res
-}
-
-// stderrNote adds the end of stderr to an error, which is where Claude Code
-// says why it could not start.
-func stderrNote(stderr string, beforeStart bool) string {
-	s := strings.TrimSpace(stderr)
-	if s == "" {
-		if beforeStart {
-			return " before it started a session (no output)"
-		}
-		return ""
-	}
-	if len(s) > 2000 {
-		s = "..." + s[len(s)-2000:]
-	}
-	if beforeStart {
-		return " before it started a session: " + s
-	}
-	return ": " + s
 }

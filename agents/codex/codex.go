@@ -138,32 +138,13 @@ func result(m *mapper, resume string, r ptyrun.Result) agents.TurnResult {
 	case m.failure != nil:
 		res.Err = m.failure
 	case r.Err != nil:
-		res.Err = fmt.Errorf("codex %s%s", r.Err, stderrNote(r.Stderr, m.threadID == ""))
+		res.Err = fmt.Errorf("codex %s%s", r.Err, ptyrun.StderrNote(r.Stderr, m.threadID == "", "thread"))
 	case !m.completed && m.lastError != "":
 		res.Err = fmt.Errorf("codex: %s", m.lastError)
 	case !m.completed:
-		res.Err = fmt.Errorf("codex ended without completing the turn%s", stderrNote(r.Stderr, m.threadID == ""))
+		res.Err = fmt.Errorf("codex ended without completing the turn%s", ptyrun.StderrNote(r.Stderr, m.threadID == "", "thread"))
 	}
 	return res
-}
-
-// stderrNote adds the end of stderr to an error: Codex says there why it
-// could not start.
-func stderrNote(stderr string, beforeStart bool) string {
-	s := strings.TrimSpace(stderr)
-	if s == "" {
-		if beforeStart {
-			return " before it started a thread (no output)"
-		}
-		return ""
-	}
-	if len(s) > 2000 {
-		s = "..." + s[len(s)-2000:]
-	}
-	if beforeStart {
-		return " before it started a thread: " + s
-	}
-	return ": " + s
 }
 
 // hookArgs installs reeve's hooks for one invocation through -c config

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,4 +89,24 @@ func ExitCode(r Result) int {
 		return 128 + int(r.Signal)
 	}
 	return r.ExitCode
+}
+
+// StderrNote adds the end of an agent's stderr to an error, which is where
+// agents say why they could not start. beforeStart says the agent died
+// before it named its session (its "what": a session, a thread).
+func StderrNote(stderr string, beforeStart bool, what string) string {
+	s := strings.TrimSpace(stderr)
+	if s == "" {
+		if beforeStart {
+			return " before it started a " + what + " (no output)"
+		}
+		return ""
+	}
+	if len(s) > 2000 {
+		s = "..." + s[len(s)-2000:]
+	}
+	if beforeStart {
+		return " before it started a " + what + ": " + s
+	}
+	return ": " + s
 }
