@@ -170,7 +170,9 @@ func (c *wsConn) serve() {
 		select {
 		case c.notices <- n:
 		default:
-			c.c.Close("client too slow to read notices")
+			// Closing waits for the peer; notices are sent under the
+			// manager's lock, so it must not happen here.
+			go c.c.Close("client too slow to read notices")
 		}
 	})
 	defer remove()
