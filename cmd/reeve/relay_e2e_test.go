@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +90,112 @@ func TestRemoteSessionThroughServerRelay(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "remote-3") {
 		t.Fatalf("remote follower missed output: %q", out.String())
+	}
+	if logged := h.logEvents(si.ID); len(logged) != len(got) {
+		t.Fatalf("the remote follower saw %d events, the log has %d", len(got), len(logged))
+	}
+}
+
+// freePort finds a loopback port nobody listens on, so that a server can
+// come back on the same address after a restart.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// A remote follower keeps its session across a restart of the server and
+// its relay: the daemon's link and the client both reconnect, and the
+// client resumes from the last seq it saw, with no gap and no duplicate.
+func TestRemoteFollowAcrossServerRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	data := filepath.Join(t.TempDir(), "server")
+	addr := freePort(t)
+	srv1, _ := startReady(t, nil, "(API ", "server", "--listen", addr, "--data-dir", data)
+	serverURL := "http://" + addr
+	var tok struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(reeveOut(t, "server", "token", "create", "--data-dir", data, "--user", "owner@example.com", "--json")), &tok); err != nil {
+		t.Fatal(err)
+	}
+	user := &sdk.Client{BaseURL: serverURL, Token: tok.Token}
+	wss, err := user.ListWorkspaces(ctx)
+	if err != nil || len(wss) == 0 {
+		t.Fatalf("workspaces: %v %v", wss, err)
+	}
+	ws := wss[0].ID
+
+	h := newHome(t)
+	h.start()
+	p, code := h.startPair("--server", serverURL, "--auto-unlock")
+	if _, err := user.ApprovePairingCode(ctx, code, sdk.PairingDecisionRequest{Workspace: ws}); err != nil {
+		t.Fatal(err)
+	}
+	if c, out, errs := p.wait(t); c != 0 {
+		t.Fatalf("reeve pair: exit %d\n%s\n%s", c, out, errs)
+	}
+	creds := h.relayCredentials()
+	local, _, err := controlclient.FromHome(home.Dir(h.dir), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := func() bool {
+		hl, err := local.Health(ctx)
+		return err == nil && hl.Relay != nil && hl.Relay.Link == wire.RelayConnected
+	}
+	waitFor(t, "the relay link", 30*time.Second, linked)
+
+	c, err := remote.Dial(ctx, remote.Options{
+		RelayURL: creds.RelayURL, WorkspaceID: ws, RuntimeTargetID: creds.InstallID,
+		Fingerprint: strings.TrimSpace(h.must("pair", "anchor").stdout),
+		Token:       remote.WorkspaceToken(user, ws),
+		MinBackoff:  100 * time.Millisecond, MaxBackoff: time.Second, Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer c.Close()
+	work := t.TempDir()
+	h.must("add", work)
+	si, err := c.Launch(ctx, remote.LaunchRequest{Directory: work, Agent: "shell",
+		Prompt: "for i in $(seq 1 400); do echo line-$i; sleep 0.02; done"})
+	if err != nil {
+		t.Fatalf("remote launch: %v", err)
+	}
+	sub, err := c.Subscribe(ctx, si.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []remote.SessionUpdate
+	restarted := false
+	for u := range sub.Updates() {
+		got = append(got, u)
+		if !restarted && u.Seq >= 10 {
+			restarted = true
+			srv1.cmd.Process.Signal(os.Interrupt)
+			srv1.cmd.Wait()
+			startReady(t, nil, "(API ", "server", "--listen", addr, "--data-dir", data)
+		}
+	}
+	if !restarted {
+		t.Fatal("the session ended before the restart")
+	}
+	if end := sub.Ended(); end == nil || end.Status != "completed" || end.LastSeq != int64(len(got)) {
+		t.Fatalf("ended %+v after %d events (%v)", end, len(got), sub.Err())
+	}
+	for i, u := range got {
+		if u.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d: a gap or a duplicate across the restart", i, u.Seq)
+		}
+	}
+	if c.Connections() < 2 {
+		t.Fatalf("the client never reconnected (%d connections)", c.Connections())
 	}
 	if logged := h.logEvents(si.ID); len(logged) != len(got) {
 		t.Fatalf("the remote follower saw %d events, the log has %d", len(got), len(logged))
