@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,64 +19,8 @@ import (
 
 const model = "claude-sonnet-4-5"
 
-type recorder struct {
-	mu  sync.Mutex
-	evs []agents.Event
-}
-
-func (r *recorder) emit(ev agents.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.evs = append(r.evs, ev)
-}
-
-func (r *recorder) events() []agents.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]agents.Event(nil), r.evs...)
-}
-
-func (r *recorder) kinds() []string {
-	var ks []string
-	for _, ev := range r.events() {
-		ks = append(ks, ev.Kind)
-	}
-	return ks
-}
-
-func (r *recorder) of(kind string) []any {
-	var out []any
-	for _, ev := range r.events() {
-		if ev.Kind == kind {
-			out = append(out, ev.Data)
-		}
-	}
-	return out
-}
-
-// checkTypes fails when an event's data is not the payload type of its
-// kind (the session manager stores Data as that type's JSON).
-func (r *recorder) checkTypes(t *testing.T) {
-	t.Helper()
-	for _, ev := range r.events() {
-		ok := false
-		switch ev.Kind {
-		case wire.KindAgentMessage:
-			_, ok = ev.Data.(wire.AgentMessage)
-		case wire.KindToolCall:
-			_, ok = ev.Data.(wire.ToolCall)
-		case wire.KindToolResult:
-			_, ok = ev.Data.(wire.ToolResult)
-		case wire.KindUsage:
-			_, ok = ev.Data.(wire.Usage)
-		case wire.KindError:
-			_, ok = ev.Data.(wire.Error)
-		}
-		if !ok {
-			t.Errorf("event %s carries %T", ev.Kind, ev.Data)
-		}
-	}
-}
+// recorder collects the events a turn emits.
+type recorder = agenttest.Recorder
 
 // env is the offline environment minus IS_SANDBOX, which the adapter must
 // add itself when running as root.
@@ -123,7 +66,7 @@ func waitTurn(t *testing.T, p agents.Process, within time.Duration) agents.TurnR
 func runTurn(t *testing.T, a *Adapter, turn agents.Turn) (*recorder, agents.TurnResult) {
 	t.Helper()
 	var rec recorder
-	p, err := a.StartTurn(testContext(t), turn, rec.emit)
+	p, err := a.StartTurn(testContext(t), turn, rec.Emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +74,7 @@ func runTurn(t *testing.T, a *Adapter, turn agents.Turn) (*recorder, agents.Turn
 		t.Errorf("Input: %v, want ErrNoInput", err)
 	}
 	res := waitTurn(t, p, 90*time.Second)
-	rec.checkTypes(t)
+	rec.CheckTypes(t)
 	return &rec, res
 }
 
@@ -157,7 +100,7 @@ func TestClaudeTurnAndResume(t *testing.T) {
 	turn := agents.Turn{Prompt: "-create made-by-claude.txt", Model: model, Dir: dir, StateDir: state, Env: env(srv.URL, home)}
 	rec, res := runTurn(t, a, turn)
 	if res.Err != nil || res.ExitCode != 0 {
-		t.Fatalf("result %+v; events %v", res, rec.events())
+		t.Fatalf("result %+v; events %v", res, rec.Events())
 	}
 	if _, err := os.Stat(filepath.Join(dir, "made-by-claude.txt")); err != nil {
 		t.Fatalf("the Bash call did not run: %v", err)
@@ -166,23 +109,23 @@ func TestClaudeTurnAndResume(t *testing.T) {
 		t.Fatalf("result %+v: want the session id as resume token", res)
 	}
 	want := []string{wire.KindAgentMessage, wire.KindToolCall, wire.KindToolResult, wire.KindAgentMessage, wire.KindUsage}
-	if got := rec.kinds(); strings.Join(got, " ") != strings.Join(want, " ") {
+	if got := rec.Kinds(); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("kinds %v, want %v", got, want)
 	}
-	msgs := rec.of(wire.KindAgentMessage)
+	msgs := rec.Of(wire.KindAgentMessage)
 	if msgs[0].(wire.AgentMessage).Text != "I will create the file." || msgs[1].(wire.AgentMessage).Text != "Created made-by-claude.txt." {
 		t.Errorf("messages %+v", msgs)
 	}
-	call := rec.of(wire.KindToolCall)[0].(wire.ToolCall)
+	call := rec.Of(wire.KindToolCall)[0].(wire.ToolCall)
 	var input struct{ Command string }
 	if call.Name != "Bash" || call.ID == "" || json.Unmarshal(call.Input, &input) != nil || input.Command != "touch made-by-claude.txt" {
 		t.Errorf("tool call %+v", call)
 	}
-	result := rec.of(wire.KindToolResult)[0].(wire.ToolResult)
+	result := rec.Of(wire.KindToolResult)[0].(wire.ToolResult)
 	if result.ID != call.ID || result.IsError || result.Output == "" {
 		t.Errorf("tool result %+v for call %s", result, call.ID)
 	}
-	u := rec.of(wire.KindUsage)[0].(wire.Usage)
+	u := rec.Of(wire.KindUsage)[0].(wire.Usage)
 	if u.Model != model || u.InputTokens != 200 || u.OutputTokens != 40 || u.CostUSD == nil || *u.CostUSD <= 0 {
 		t.Errorf("usage %+v (cost %v)", u, u.CostUSD)
 	}
@@ -213,7 +156,7 @@ func TestClaudeTurnAndResume(t *testing.T) {
 	if res2.Err != nil || res2.AgentSessionID != res.AgentSessionID || res2.Resume != res.Resume {
 		t.Fatalf("follow-up result %+v, want session %s", res2, res.AgentSessionID)
 	}
-	msgs = rec2.of(wire.KindAgentMessage)
+	msgs = rec2.Of(wire.KindAgentMessage)
 	if len(msgs) != 1 || msgs[0].(wire.AgentMessage).Text != "Follow-up answered." {
 		t.Fatalf("follow-up messages %+v", msgs)
 	}
@@ -239,7 +182,7 @@ func TestClaudeKillMidTurn(t *testing.T) {
 	}})
 	a := adapterFor(exe)
 	var rec recorder
-	p, err := a.StartTurn(testContext(t), agents.Turn{Prompt: "hello", Model: model, Dir: t.TempDir(), Env: env(srv.URL, t.TempDir())}, rec.emit)
+	p, err := a.StartTurn(testContext(t), agents.Turn{Prompt: "hello", Model: model, Dir: t.TempDir(), Env: env(srv.URL, t.TempDir())}, rec.Emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +206,7 @@ func TestClaudeKillMidTurn(t *testing.T) {
 		t.Errorf("the session id from system/init was lost: %+v", res)
 	}
 	t.Logf("Wait returned %s after Kill", time.Since(killed))
-	for _, m := range rec.of(wire.KindAgentMessage) {
+	for _, m := range rec.Of(wire.KindAgentMessage) {
 		t.Errorf("message after kill: %+v", m)
 	}
 }
@@ -280,7 +223,7 @@ func TestClaudeCrashAtStart(t *testing.T) {
 		t.Errorf("info %+v: want installed with a problem (--version fails)", info)
 	}
 	var rec recorder
-	p, err := a.StartTurn(testContext(t), agents.Turn{Prompt: "hi", Dir: t.TempDir()}, rec.emit)
+	p, err := a.StartTurn(testContext(t), agents.Turn{Prompt: "hi", Dir: t.TempDir()}, rec.Emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,14 +237,14 @@ func TestClaudeCrashAtStart(t *testing.T) {
 	if info := missing.Describe(context.Background()); info.Installed || !strings.Contains(info.Problem, EnvPath) {
 		t.Errorf("missing: info %+v", info)
 	}
-	if _, err := missing.StartTurn(testContext(t), agents.Turn{Prompt: "hi"}, rec.emit); err == nil || !strings.Contains(err.Error(), EnvPath) {
+	if _, err := missing.StartTurn(testContext(t), agents.Turn{Prompt: "hi"}, rec.Emit); err == nil || !strings.Contains(err.Error(), EnvPath) {
 		t.Errorf("missing: start error %v", err)
 	}
 	onPath := New(Options{Getenv: func(string) string { return "" }, LookPath: func(string) (string, error) { return "", errors.New("not found") }})
 	if info := onPath.Describe(context.Background()); info.Installed || !strings.Contains(info.Problem, "not installed") {
 		t.Errorf("not on PATH: info %+v", info)
 	}
-	if _, err := a.StartTurn(testContext(t), agents.Turn{Prompt: "hi", Hook: &agents.Hook{Command: func(string) string { return "true" }}}, rec.emit); err == nil {
+	if _, err := a.StartTurn(testContext(t), agents.Turn{Prompt: "hi", Hook: &agents.Hook{Command: func(string) string { return "true" }}}, rec.Emit); err == nil {
 		t.Error("a governed turn without a state directory started")
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 func mapLines(lines ...string) (*mapper, *recorder) {
 	var rec recorder
-	m := &mapper{emit: rec.emit}
+	m := &mapper{emit: rec.Emit}
 	for _, l := range lines {
 		m.line([]byte(l))
 	}
@@ -34,9 +34,9 @@ func TestMapGoldenFixture(t *testing.T) {
 		lines = append(lines, sc.Text())
 	}
 	m, rec := mapLines(lines...)
-	rec.checkTypes(t)
+	rec.CheckTypes(t)
 	want := "agent-message tool-call tool-result agent-message usage"
-	if got := strings.Join(rec.kinds(), " "); got != want {
+	if got := strings.Join(rec.Kinds(), " "); got != want {
 		t.Fatalf("kinds %q, want %q", got, want)
 	}
 	if m.sessionID == "" || !m.gotResult || m.failure != nil {
@@ -52,7 +52,7 @@ func TestMapFailedResult(t *testing.T) {
 	if m.failure == nil || m.failure.Error() != "claude: the turn failed (error_max_turns)" {
 		t.Fatalf("failure %v", m.failure)
 	}
-	evs := rec.events()
+	evs := rec.Events()
 	if len(evs) != 2 || evs[0].Kind != wire.KindUsage || evs[1].Kind != wire.KindError {
 		t.Fatalf("events %+v", evs)
 	}
@@ -65,7 +65,7 @@ func TestMapFailedResult(t *testing.T) {
 	if m.failure == nil || !strings.Contains(m.failure.Error(), "API Error: 500 overloaded") || m.sessionID != "s2" {
 		t.Fatalf("failure %v, session %q", m.failure, m.sessionID)
 	}
-	if evs := rec.events(); len(evs) != 1 || evs[0].Data.(wire.Error).Message != "API Error: 500 overloaded" {
+	if evs := rec.Events(); len(evs) != 1 || evs[0].Data.(wire.Error).Message != "API Error: 500 overloaded" {
 		t.Fatalf("events %+v", evs)
 	}
 
@@ -85,7 +85,7 @@ func TestMapToleratesOddLines(t *testing.T) {
 		`{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","is_error":true,"content":[{"type":"text","text":"line one"},{"type":"image","source":{}},{"type":"text","text":"line two"}]}]}}`,
 		`not json at all`,
 	)
-	evs := rec.events()
+	evs := rec.Events()
 	if len(evs) != 2 {
 		t.Fatalf("events %+v", evs)
 	}
@@ -98,5 +98,5 @@ func TestMapToleratesOddLines(t *testing.T) {
 	if m.gotResult || m.failure != nil {
 		t.Errorf("state %+v", m)
 	}
-	var _ agents.Emit = rec.emit
+	var _ agents.Emit = rec.Emit
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,62 +16,8 @@ import (
 	"reeve.dev/reeve/daemon/wire"
 )
 
-type recorder struct {
-	mu  sync.Mutex
-	evs []agents.Event
-}
-
-func (r *recorder) emit(ev agents.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.evs = append(r.evs, ev)
-}
-
-func (r *recorder) events() []agents.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]agents.Event(nil), r.evs...)
-}
-
-func (r *recorder) kinds() []string {
-	var ks []string
-	for _, ev := range r.events() {
-		ks = append(ks, ev.Kind)
-	}
-	return ks
-}
-
-func (r *recorder) of(kind string) []any {
-	var out []any
-	for _, ev := range r.events() {
-		if ev.Kind == kind {
-			out = append(out, ev.Data)
-		}
-	}
-	return out
-}
-
-func (r *recorder) checkTypes(t *testing.T) {
-	t.Helper()
-	for _, ev := range r.events() {
-		ok := false
-		switch ev.Kind {
-		case wire.KindAgentMessage:
-			_, ok = ev.Data.(wire.AgentMessage)
-		case wire.KindToolCall:
-			_, ok = ev.Data.(wire.ToolCall)
-		case wire.KindToolResult:
-			_, ok = ev.Data.(wire.ToolResult)
-		case wire.KindUsage:
-			_, ok = ev.Data.(wire.Usage)
-		case wire.KindError:
-			_, ok = ev.Data.(wire.Error)
-		}
-		if !ok {
-			t.Errorf("event %s carries %T", ev.Kind, ev.Data)
-		}
-	}
-}
+// recorder collects the events a turn emits.
+type recorder = agenttest.Recorder
 
 func adapterFor(path string) *Adapter {
 	return New(Options{Getenv: func(k string) string {
@@ -106,7 +51,7 @@ func waitTurn(t *testing.T, p agents.Process, within time.Duration) agents.TurnR
 func runTurn(t *testing.T, a *Adapter, turn agents.Turn) (*recorder, agents.TurnResult) {
 	t.Helper()
 	var rec recorder
-	p, err := a.StartTurn(testContext(t), turn, rec.emit)
+	p, err := a.StartTurn(testContext(t), turn, rec.Emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +59,7 @@ func runTurn(t *testing.T, a *Adapter, turn agents.Turn) (*recorder, agents.Turn
 		t.Errorf("Input: %v, want ErrNoInput", err)
 	}
 	res := waitTurn(t, p, 90*time.Second)
-	rec.checkTypes(t)
+	rec.CheckTypes(t)
 	return &rec, res
 }
 
@@ -148,7 +93,7 @@ func TestCodexTurnAndResume(t *testing.T) {
 		Env: agenttest.CodexEnv(home, t.TempDir())}
 	rec, res := runTurn(t, a, turn)
 	if res.Err != nil || res.ExitCode != 0 {
-		t.Fatalf("result %+v; events %+v", res, rec.events())
+		t.Fatalf("result %+v; events %+v", res, rec.Events())
 	}
 	if _, err := os.Stat(filepath.Join(dir, "made-by-codex.txt")); err != nil {
 		t.Fatalf("the command did not run: %v", err)
@@ -157,14 +102,14 @@ func TestCodexTurnAndResume(t *testing.T) {
 		t.Fatalf("result %+v: want the thread id as resume token", res)
 	}
 
-	if len(rec.of(wire.KindError)) == 0 {
-		t.Errorf("no warning event for the unknown model; kinds %v", rec.kinds())
+	if len(rec.Of(wire.KindError)) == 0 {
+		t.Errorf("no warning event for the unknown model; kinds %v", rec.Kinds())
 	}
-	msgs := rec.of(wire.KindAgentMessage)
+	msgs := rec.Of(wire.KindAgentMessage)
 	if len(msgs) != 2 || msgs[0].(wire.AgentMessage).Text != "I will create the file." || msgs[1].(wire.AgentMessage).Text != "Created made-by-codex.txt." {
 		t.Errorf("messages %+v", msgs)
 	}
-	calls, results := rec.of(wire.KindToolCall), rec.of(wire.KindToolResult)
+	calls, results := rec.Of(wire.KindToolCall), rec.Of(wire.KindToolResult)
 	if len(calls) != 2 || len(results) != 2 {
 		t.Fatalf("calls %+v results %+v", calls, results)
 	}
@@ -197,7 +142,7 @@ func TestCodexTurnAndResume(t *testing.T) {
 	}
 	// Every tool-call comes before its result.
 	seen := map[string]bool{}
-	for _, ev := range rec.events() {
+	for _, ev := range rec.Events() {
 		switch d := ev.Data.(type) {
 		case wire.ToolCall:
 			seen[d.ID] = true
@@ -207,14 +152,14 @@ func TestCodexTurnAndResume(t *testing.T) {
 			}
 		}
 	}
-	usage := rec.of(wire.KindUsage)
+	usage := rec.Of(wire.KindUsage)
 	if len(usage) != 1 {
 		t.Fatalf("usage events %+v", usage)
 	}
 	if u := usage[0].(wire.Usage); u.Model != model || u.InputTokens != 200 || u.OutputTokens != 40 || u.CostUSD != nil {
 		t.Errorf("usage %+v", u)
 	}
-	if k := rec.kinds(); k[len(k)-1] != wire.KindUsage {
+	if k := rec.Kinds(); k[len(k)-1] != wire.KindUsage {
 		t.Errorf("kinds %v: usage should come last", k)
 	}
 
@@ -234,7 +179,7 @@ func TestCodexTurnAndResume(t *testing.T) {
 	if res2.Err != nil || res2.AgentSessionID != res.AgentSessionID {
 		t.Fatalf("follow-up result %+v, want thread %s", res2, res.AgentSessionID)
 	}
-	msgs = rec2.of(wire.KindAgentMessage)
+	msgs = rec2.Of(wire.KindAgentMessage)
 	if len(msgs) != 1 || msgs[0].(wire.AgentMessage).Text != "Follow-up answered." {
 		t.Fatalf("follow-up messages %+v", msgs)
 	}
@@ -255,7 +200,7 @@ func TestCodexKillMidTurn(t *testing.T) {
 	}})
 	home := agenttest.CodexHome(t, agenttest.CodexHomeOptions{BaseURL: srv.URL})
 	var rec recorder
-	p, err := adapterFor(exe).StartTurn(testContext(t), agents.Turn{Prompt: "hello", Dir: t.TempDir(), Env: agenttest.CodexEnv(home, t.TempDir())}, rec.emit)
+	p, err := adapterFor(exe).StartTurn(testContext(t), agents.Turn{Prompt: "hello", Dir: t.TempDir(), Env: agenttest.CodexEnv(home, t.TempDir())}, rec.Emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +219,7 @@ func TestCodexKillMidTurn(t *testing.T) {
 	if !errors.Is(res.Err, ptyrun.ErrKilled) || res.AgentSessionID == "" {
 		t.Fatalf("result %+v, want killed with the thread id kept", res)
 	}
-	if m := rec.of(wire.KindAgentMessage); len(m) > 0 {
+	if m := rec.Of(wire.KindAgentMessage); len(m) > 0 {
 		t.Errorf("messages after kill: %+v", m)
 	}
 }
@@ -285,7 +230,7 @@ func TestCodexCrashAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rec recorder
-	p, err := adapterFor(bad).StartTurn(testContext(t), agents.Turn{Prompt: "hi", Dir: t.TempDir()}, rec.emit)
+	p, err := adapterFor(bad).StartTurn(testContext(t), agents.Turn{Prompt: "hi", Dir: t.TempDir()}, rec.Emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +243,7 @@ func TestCodexCrashAtStart(t *testing.T) {
 	if info := missing.Describe(context.Background()); info.Installed || !strings.Contains(info.Problem, EnvPath) {
 		t.Errorf("missing: info %+v", info)
 	}
-	if _, err := missing.StartTurn(testContext(t), agents.Turn{Prompt: "hi"}, rec.emit); err == nil {
+	if _, err := missing.StartTurn(testContext(t), agents.Turn{Prompt: "hi"}, rec.Emit); err == nil {
 		t.Error("missing executable started")
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 func mapLines(lines ...string) (*mapper, *recorder) {
 	var rec recorder
-	m := &mapper{emit: rec.emit, model: "gpt-x"}
+	m := &mapper{emit: rec.Emit, model: "gpt-x"}
 	for _, l := range lines {
 		m.line([]byte(l))
 	}
@@ -26,8 +26,8 @@ func TestMapGoldenFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, rec := mapLines(strings.Split(string(b), "\n")...)
-	rec.checkTypes(t)
-	if got, want := strings.Join(rec.kinds(), " "), "agent-message tool-call tool-result agent-message usage"; got != want {
+	rec.CheckTypes(t)
+	if got, want := strings.Join(rec.Kinds(), " "), "agent-message tool-call tool-result agent-message usage"; got != want {
 		t.Fatalf("kinds %q, want %q", got, want)
 	}
 	if m.threadID == "" || !m.completed || m.failure != nil {
@@ -46,10 +46,10 @@ func TestMapFailures(t *testing.T) {
 	if m.failure != nil || !m.completed || m.lastError == "" {
 		t.Fatalf("state %+v", m)
 	}
-	if k := strings.Join(rec.kinds(), " "); k != "error usage" {
+	if k := strings.Join(rec.Kinds(), " "); k != "error usage" {
 		t.Fatalf("kinds %s", k)
 	}
-	if u := rec.of(wire.KindUsage)[0].(wire.Usage); u.CacheReadTokens != 2 || u.Model != "gpt-x" || u.CostUSD != nil {
+	if u := rec.Of(wire.KindUsage)[0].(wire.Usage); u.CacheReadTokens != 2 || u.Model != "gpt-x" || u.CostUSD != nil {
 		t.Fatalf("usage %+v", u)
 	}
 
@@ -60,7 +60,7 @@ func TestMapFailures(t *testing.T) {
 	if m.failure == nil || m.failure.Error() != "codex: unexpected status 401 Unauthorized" {
 		t.Fatalf("failure %v", m.failure)
 	}
-	if e := rec.of(wire.KindError); len(e) != 1 || e[0].(wire.Error).Message != "unexpected status 401 Unauthorized" {
+	if e := rec.Of(wire.KindError); len(e) != 1 || e[0].(wire.Error).Message != "unexpected status 401 Unauthorized" {
 		t.Fatalf("errors %+v", e)
 	}
 
@@ -84,12 +84,12 @@ func TestMapOtherItems(t *testing.T) {
 		`{"type":"item.completed","item":{"id":"item_6","type":"plan","text":"1. do it"}}`,
 		`{"type":"request_user_input","id":"t","call_id":"c","questions":[{"id":"q","question":"Which branch?"}]}`,
 	)
-	rec.checkTypes(t)
+	rec.CheckTypes(t)
 	want := "tool-call tool-result tool-call tool-result tool-call tool-result error agent-message agent-message"
-	if got := strings.Join(rec.kinds(), " "); got != want {
+	if got := strings.Join(rec.Kinds(), " "); got != want {
 		t.Fatalf("kinds %q, want %q", got, want)
 	}
-	evs := rec.events()
+	evs := rec.Events()
 	if c := evs[0].Data.(wire.ToolCall); c.Name != "file_change" || !strings.Contains(string(c.Input), "/w/a.go") {
 		t.Errorf("file_change call %+v", c)
 	}
