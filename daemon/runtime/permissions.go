@@ -82,7 +82,7 @@ func (m *Manager) Hook(ctx context.Context, sessionID string, payload []byte) (w
 	if err := m.bindAgentSession(ctx, sessionID, in.SessionID); err != nil {
 		return wire.HookAnswer{}, err
 	}
-	m.appendEvent(sessionID, wire.KindHookEvent, wire.HookEvent{Event: in.HookEventName, Tool: in.ToolName, ToolUseID: in.ToolUseID, Input: in.ToolInput})
+	m.record(sessionID, wire.KindHookEvent, wire.HookEvent{Event: in.HookEventName, Tool: in.ToolName, ToolUseID: in.ToolUseID, Input: in.ToolInput})
 	if in.HookEventName != "PreToolUse" {
 		return wire.HookAnswer{}, nil
 	}
@@ -91,8 +91,8 @@ func (m *Manager) Hook(ctx context.Context, sessionID string, payload []byte) (w
 		Mode:   m.mode(ctx, sessionID),
 		Broker: m.broker,
 		Asked: func(req hookbridge.Request) {
-			m.appendEvent(sessionID, wire.KindPermissionRequest, req)
-			m.setStatus(m.ctx, sessionID, store.StatusWaitingPermission, "waiting for a decision on "+req.Tool)
+			m.record(sessionID, wire.KindPermissionRequest, req)
+			m.logFailure(sessionID, "set status", m.setStatus(m.ctx, sessionID, store.StatusWaitingPermission, "waiting for a decision on "+req.Tool))
 			m.Notify(wire.Notice{SessionID: sessionID, Frame: wire.HookPermissionRequest{Type: wire.TypeHookPermissionRequest, Request: req}})
 		},
 	}
@@ -105,15 +105,15 @@ func (m *Manager) Hook(ctx context.Context, sessionID string, payload []byte) (w
 // recordDecision puts a decision on the record: an event in the log, an
 // approval in the manifest, and a frame to the session's followers.
 func (m *Manager) recordDecision(sessionID string, d hookbridge.Decision) {
-	m.appendEvent(sessionID, wire.KindPermissionDecision, d)
-	m.updateManifest(m.ctx, sessionID, func(mf *wire.Manifest) {
+	m.record(sessionID, wire.KindPermissionDecision, d)
+	m.logFailure(sessionID, "record approval in manifest", m.updateManifest(m.ctx, sessionID, func(mf *wire.Manifest) {
 		mf.Approvals = append(mf.Approvals, wire.Approval{
 			RequestID: d.RequestID, Tool: d.Tool, Decision: d.Decision, DecidedBy: d.DecidedBy, Reason: d.Reason, At: d.At,
 		})
-	})
+	}))
 	if d.RequestID != "" {
 		if s, err := m.opts.Store.Session(m.ctx, sessionID); err == nil && s.Status == store.StatusWaitingPermission && len(m.broker.Pending(sessionID)) == 0 {
-			m.setStatus(m.ctx, sessionID, store.StatusRunning, "")
+			m.logFailure(sessionID, "set status", m.setStatus(m.ctx, sessionID, store.StatusRunning, ""))
 		}
 		m.Notify(wire.Notice{SessionID: sessionID, Frame: wire.HookPermissionResolved{Type: wire.TypeHookPermissionResolved, Decision: d}})
 	}

@@ -125,7 +125,7 @@ func NewManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 	for _, id := range ids {
 		fmt.Fprintf(opts.Log, "worker: session %s interrupted by a previous worker's end\n", id)
 		// The log says so too; nobody follows yet, the API is not served.
-		m.appendEvent(id, wire.KindStatus, wire.Status{Status: string(store.StatusInterrupted), Reason: "the daemon worker stopped while the session was running"})
+		m.record(id, wire.KindStatus, wire.Status{Status: string(store.StatusInterrupted), Reason: "the daemon worker stopped while the session was running"})
 	}
 	return m, nil
 }
@@ -380,11 +380,11 @@ func (m *Manager) startTurn(sessionID string, adapter agents.Adapter, prompt, mo
 func (m *Manager) endTurn(sessionID string, status store.Status, reason string, res agents.TurnResult) {
 	ctx := m.ctx
 	if status == store.StatusFailed {
-		m.appendEvent(sessionID, wire.KindError, wire.Error{Message: reason})
+		m.record(sessionID, wire.KindError, wire.Error{Message: reason})
 	}
 	// A request the agent can no longer act on must not wait for a human.
 	m.broker.DenyPending(sessionID, "the turn ended before anyone decided")
-	m.updateManifest(ctx, sessionID, func(mf *wire.Manifest) {
+	m.logFailure(sessionID, "update manifest", m.updateManifest(ctx, sessionID, func(mf *wire.Manifest) {
 		mf.Turns++
 		if res.Resume != "" {
 			mf.ResumeToken = res.Resume
@@ -392,7 +392,7 @@ func (m *Manager) endTurn(sessionID string, status store.Status, reason string, 
 		if res.AgentSessionID != "" {
 			mf.AgentSessionID = res.AgentSessionID
 		}
-	})
+	}))
 	m.checkpointTurn(ctx, sessionID)
 	if err := m.setStatus(ctx, sessionID, status, reason); err != nil {
 		fmt.Fprintf(m.opts.Log, "worker: session %s: record end: %v\n", sessionID, err)
@@ -408,6 +408,19 @@ func (m *Manager) setStatus(ctx context.Context, sessionID string, status store.
 		return fmt.Errorf("update session status: %w", err)
 	}
 	return nil
+}
+
+// record appends an event the caller cannot act on a failure of; the
+// failure goes to the worker's log rather than nowhere.
+func (m *Manager) record(sessionID, kind string, data any) {
+	m.logFailure(sessionID, "record "+kind+" event", m.appendEvent(sessionID, kind, data))
+}
+
+// logFailure writes a failed bookkeeping step of a session to the log.
+func (m *Manager) logFailure(sessionID, what string, err error) {
+	if err != nil {
+		fmt.Fprintf(m.opts.Log, "worker: session %s: %s: %v\n", sessionID, what, err)
+	}
 }
 
 func (m *Manager) appendEvent(sessionID, kind string, data any) error {

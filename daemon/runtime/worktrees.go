@@ -119,7 +119,7 @@ func (m *Manager) checkpointTurn(ctx context.Context, sessionID string) {
 	cp, err := m.worktrees.Checkpoint(ctx, wt, worktree.CheckpointOptions{Turn: mf.Turns, Note: note})
 	if err != nil {
 		fmt.Fprintf(m.opts.Log, "worker: session %s: checkpoint: %v\n", sessionID, err)
-		m.appendEvent(sessionID, wire.KindError, wire.Error{Message: "checkpoint failed: " + err.Error()})
+		m.record(sessionID, wire.KindError, wire.Error{Message: "checkpoint failed: " + err.Error()})
 		return
 	}
 	m.recordCheckpoint(sessionID, wt, cp)
@@ -129,7 +129,7 @@ func (m *Manager) recordCheckpoint(sessionID string, wt worktree.Worktree, cp *w
 	if cp == nil {
 		return
 	}
-	m.appendEvent(sessionID, wire.KindCheckpoint, wire.Checkpoint{SHA: cp.SHA, Turn: cp.Turn, Action: cp.Action, Branch: wt.Branch, Files: cp.Files})
+	m.record(sessionID, wire.KindCheckpoint, wire.Checkpoint{SHA: cp.SHA, Turn: cp.Turn, Action: cp.Action, Branch: wt.Branch, Files: cp.Files})
 }
 
 // opProc holds a session's turn slot during a worktree operation: a prompt
@@ -264,7 +264,7 @@ func (m *Manager) Rollback(ctx context.Context, req wire.RollbackRequest) (wire.
 	if err != nil {
 		return wire.RollbackResult{}, worktreeErr(err)
 	}
-	m.appendEvent(req.SessionID, wire.KindWorktree, wire.WorktreeEvent{Action: "rollback", SHA: res.To, Head: res.Head, Files: res.Files})
+	m.record(req.SessionID, wire.KindWorktree, wire.WorktreeEvent{Action: "rollback", SHA: res.To, Head: res.Head, Files: res.Files})
 	return wire.RollbackResult{SessionID: req.SessionID, To: res.To, Head: res.Head, Saved: checkpointInfo(res.Saved), Files: res.Files}, nil
 }
 
@@ -294,7 +294,7 @@ func (m *Manager) BranchRetry(ctx context.Context, req wire.BranchRetryRequest) 
 	if err != nil {
 		return wire.BranchRetryResult{Session: si}, worktreeErr(err)
 	}
-	m.appendEvent(sess.ID, wire.KindWorktree, wire.WorktreeEvent{Action: "branch-retry", SHA: sha, SessionID: si.ID})
+	m.record(sess.ID, wire.KindWorktree, wire.WorktreeEvent{Action: "branch-retry", SHA: sha, SessionID: si.ID})
 	nmf, _ := m.manifest(ctx, si.ID)
 	return wire.BranchRetryResult{Session: si, From: sha, Branch: nmf.Branch, Worktree: nmf.Worktree}, nil
 }
@@ -324,7 +324,7 @@ func (m *Manager) SquashMerge(ctx context.Context, req wire.SquashMergeRequest) 
 	for _, f := range res.Files {
 		files = append(files, f.Path)
 	}
-	m.appendEvent(req.SessionID, wire.KindWorktree, wire.WorktreeEvent{Action: "squash-merge", SHA: res.Commit, BaseBranch: res.BaseBranch, Files: files})
+	m.record(req.SessionID, wire.KindWorktree, wire.WorktreeEvent{Action: "squash-merge", SHA: res.Commit, BaseBranch: res.BaseBranch, Files: files})
 	return wire.SquashMergeResult{
 		SessionID: req.SessionID, BaseBranch: res.BaseBranch, Parent: res.Parent, Commit: res.Commit,
 		Checkout: res.Checkout, Message: msg, Saved: checkpointInfo(res.Saved), DiffStat: diffStat(res.Stat),
@@ -365,8 +365,8 @@ func (m *Manager) RemoveWorktree(ctx context.Context, req wire.WorktreeRequest) 
 	if err != nil {
 		return wire.WorktreeRemoveResult{}, worktreeErr(err)
 	}
-	m.updateManifest(ctx, req.SessionID, func(mf *wire.Manifest) { mf.WorktreeRemoved = true })
-	m.appendEvent(req.SessionID, wire.KindWorktree, wire.WorktreeEvent{Action: "remove", Path: res.Path, Note: res.Note})
+	m.logFailure(req.SessionID, "update manifest", m.updateManifest(ctx, req.SessionID, func(mf *wire.Manifest) { mf.WorktreeRemoved = true }))
+	m.record(req.SessionID, wire.KindWorktree, wire.WorktreeEvent{Action: "remove", Path: res.Path, Note: res.Note})
 	return wire.WorktreeRemoveResult{
 		SessionID: req.SessionID, Path: res.Path, Removed: res.Removed, Branch: res.Branch,
 		BranchDeleted: res.BranchDeleted, Note: res.Note, Saved: checkpointInfo(res.Saved),
