@@ -158,7 +158,9 @@ func (s *supervisor) runWorker(ctx context.Context) workerResult {
 	}
 	statusW.Close()
 	pid := cmd.Process.Pid
-	_ = home.WritePID(s.opts.Home.WorkerPIDFile(), home.PIDFile{PID: pid, StartedAt: time.Now().UTC()})
+	if err := home.WritePID(s.opts.Home.WorkerPIDFile(), home.PIDFile{PID: pid, StartedAt: time.Now().UTC()}); err != nil {
+		s.logf("record worker pid %d: %v (status will not show it)", pid, err)
+	}
 
 	readyc := make(chan wire.Readiness, 1)
 	go func() {
