@@ -88,6 +88,11 @@ type Info struct {
 	Structured bool   `json:"structured"`         // yields tool calls, results and usage, not just terminal output
 	Resumable  bool   `json:"resumable"`          // a further prompt can continue an ended session
 	Problem    string `json:"problem,omitempty"`  // why it is not usable, when it is not
+	// Governance says what reeve decides in a governed turn of this agent
+	// when it is less than every tool use (which tools reach its hooks,
+	// what else confines it); "" for a structured agent whose every tool
+	// use passes its hooks.
+	Governance string `json:"governance,omitempty"`
 }
 
 // Adapter drives one kind of agent.

@@ -1,14 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -20,21 +14,6 @@ type checkOptions struct {
 	env  *Env
 	dir  string
 	json bool
-}
-
-// checkReport is the stable --json shape of `reeve check`.
-type checkReport struct {
-	Project  string           `json:"project"`
-	Dir      string           `json:"dir"` // the .reeve directory
-	Files    []checkedFile    `json:"files"`
-	Valid    bool             `json:"valid"`
-	Problems []policy.Problem `json:"problems"`
-	Warnings []string         `json:"warnings"`
-}
-
-type checkedFile struct {
-	File   string `json:"file"`
-	Schema string `json:"schema"` // policy.v1, routes.v1, access.v1
 }
 
 func newCheckCmd(env *Env) *cobra.Command {
@@ -61,59 +40,14 @@ func newCheckCmd(env *Env) *cobra.Command {
 }
 
 func runCheck(opts *checkOptions) error {
-	if fi, err := os.Stat(opts.dir); err != nil || !fi.IsDir() {
+	rep, err := policy.CheckProject(opts.dir)
+	if errors.Is(err, policy.ErrNoProject) {
 		return exitf(ExitNotFound, "project directory %s does not exist", opts.dir)
 	}
-	gov := filepath.Join(opts.dir, policy.Dir)
-	rep := checkReport{Project: opts.dir, Dir: gov, Files: []checkedFile{}, Problems: []policy.Problem{}, Warnings: []string{}}
-
-	policyFile := filepath.Join(gov, policy.File)
-	problems, err := policy.ValidatePolicyFile(policyFile)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s does not exist: no policy rules, every tool use is left to the session's mode", policyFile))
-	case err != nil:
-		return withExit(ExitFailure, err)
-	default:
-		rep.Files = append(rep.Files, checkedFile{File: policyFile, Schema: "policy.v1"})
-		rep.Problems = append(rep.Problems, problems...)
-	}
-
-	routeFiles, err := filepath.Glob(filepath.Join(gov, "routes", "*.yaml"))
 	if err != nil {
 		return withExit(ExitFailure, err)
 	}
-	sort.Strings(routeFiles)
-	defined := map[string]policy.Route{}
-	for _, f := range routeFiles {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return withExit(ExitFailure, fmt.Errorf("read routes: %w", err))
-		}
-		problems, routes := policy.ValidateRoutes(f, data)
-		rep.Files = append(rep.Files, checkedFile{File: f, Schema: "routes.v1"})
-		rep.Problems = append(rep.Problems, problems...)
-		for _, r := range routes {
-			if first, dup := defined[r.Name]; dup && first.File != r.File {
-				rep.Problems = append(rep.Problems, policy.Problem{File: r.File, Line: r.Line, Message: fmt.Sprintf("route %q is already defined at %s:%d", r.Name, first.File, first.Line)})
-				continue
-			}
-			defined[r.Name] = r
-		}
-	}
-
-	accessFile := filepath.Join(gov, "access.yaml")
-	if data, err := os.ReadFile(accessFile); err == nil {
-		rep.Files = append(rep.Files, checkedFile{File: accessFile, Schema: "access.v1"})
-		rep.Problems = append(rep.Problems, policy.ValidateAccess(accessFile, data)...)
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return withExit(ExitFailure, fmt.Errorf("read access: %w", err))
-	}
-
-	if w := gitIgnoredWarning(opts.dir, gov, rep.Files); w != "" {
-		rep.Warnings = append(rep.Warnings, w)
-	}
-	rep.Valid = len(rep.Problems) == 0
+	gov := rep.Dir
 
 	if opts.json {
 		if err := writeJSON(opts.env.Out, rep); err != nil {
@@ -147,7 +81,7 @@ func runCheck(opts *checkOptions) error {
 	return nil
 }
 
-func describeChecked(files []checkedFile) string {
+func describeChecked(files []policy.CheckedFile) string {
 	if len(files) == 0 {
 		return "no governance files"
 	}
@@ -164,28 +98,4 @@ func describeChecked(files []checkedFile) string {
 		parts[i] = fmt.Sprintf("%d %s", counts[s], s)
 	}
 	return strings.Join(parts, ", ")
-}
-
-// gitIgnoredWarning asks git whether the .reeve directory, or a file checked
-// in it, is ignored: an ignored policy is never committed, so teammates and
-// CI run without it. Outside a git work tree, or without git, it says
-// nothing.
-func gitIgnoredWarning(project, gov string, files []checkedFile) string {
-	rel := []string{policy.Dir + "/"}
-	for _, f := range files {
-		if r, err := filepath.Rel(project, f.File); err == nil {
-			rel = append(rel, filepath.ToSlash(r))
-		}
-	}
-	cmd := exec.Command("git", append([]string{"-C", project, "check-ignore", "--verbose", "--"}, rel...)...)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	if err := cmd.Run(); err != nil {
-		// Exit 1: nothing ignored; 128: not a repository; or no git at all.
-		return ""
-	}
-	// --verbose prints "source:line:pattern<TAB>path" per ignored path.
-	first, _, _ := strings.Cut(strings.TrimSpace(out.String()), "\n")
-	src, path, _ := strings.Cut(first, "\t")
-	return fmt.Sprintf("%s is ignored by git (%s matches %s): the policy will not be committed, so teammates and CI will not have it", gov, src, path)
 }

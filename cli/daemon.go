@@ -7,6 +7,8 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +16,8 @@ import (
 	"reeve.dev/reeve/daemon/config"
 	"reeve.dev/reeve/daemon/controlclient"
 	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/daemon/wireclient"
 )
 
 // WorkerOptions is what the hidden worker command hands to the daemon worker.
@@ -43,6 +47,159 @@ type Programs struct {
 // daemon unresponsive.
 const healthTimeout = 2 * time.Second
 
+// defaultCallTimeout bounds every call to the daemon (a REST request, or a
+// request of the control protocol until its ack), so that no command hangs
+// on a frozen worker. REEVE_DAEMON_TIMEOUT (seconds) changes it.
+const defaultCallTimeout = 30 * time.Second
+
+// Daemon is what commands ask of a running daemon: its REST routes and its
+// control protocol. Env.Connect makes one; unit tests inject fakes.
+type Daemon interface {
+	Health(ctx context.Context) (wire.Health, error)
+	ListDirectories(ctx context.Context) ([]wire.Directory, error)
+	AddDirectory(ctx context.Context, path string) (wire.AddDirectoryResponse, error)
+	RemoveDirectory(ctx context.Context, id string) error
+	Session(ctx context.Context, id string) (wire.SessionInfo, error)
+	Manifest(ctx context.Context, id string) (wire.Manifest, error)
+	Events(ctx context.Context, id string, afterSeq int64, limit int) ([]wire.SessionUpdate, error)
+	Pending(ctx context.Context, sessionID string) ([]wire.PermissionRequest, error)
+	UnlockRemote(ctx context.Context, ttlSeconds int) (wire.RemoteStatus, error)
+	// Protocol opens the control protocol, once; later calls return the
+	// same connection.
+	Protocol(ctx context.Context) (Protocol, error)
+	// Close ends the control protocol connection, if one was opened.
+	Close() error
+}
+
+// Protocol is the control protocol as commands use it
+// (*wireclient.Conn, through protocolConn).
+type Protocol interface {
+	Launch(ctx context.Context, req wire.LaunchRequest) (wire.SessionInfo, error)
+	Prompt(ctx context.Context, req wire.PromptRequest) error
+	Kill(ctx context.Context, req wire.KillRequest) error
+	List(ctx context.Context, req wire.ListRequest) (wire.ListResult, []wire.DiscoveredInfo, error)
+	Subscribe(ctx context.Context, sessionID string, afterSeq int64) (Stream, error)
+	RespondPermission(ctx context.Context, req wire.RespondPermissionRequest) (wire.PermissionDecision, error)
+	SetMode(ctx context.Context, req wire.SetModeRequest) error
+	WorktreeList(ctx context.Context, req wire.WorktreeListRequest) (wire.WorktreeList, error)
+	WorktreeDiff(ctx context.Context, req wire.WorktreeDiffRequest) (wire.WorktreeDiff, error)
+	WorktreeSummary(ctx context.Context, req wire.WorktreeSummaryRequest) (wire.WorktreeSummary, error)
+	Rollback(ctx context.Context, req wire.RollbackRequest) (wire.RollbackResult, error)
+	BranchRetry(ctx context.Context, req wire.BranchRetryRequest) (wire.BranchRetryResult, error)
+	SquashMerge(ctx context.Context, req wire.SquashMergeRequest) (wire.SquashMergeResult, error)
+	WorktreeRemove(ctx context.Context, req wire.WorktreeRemoveRequest) (wire.WorktreeRemoveResult, error)
+	// Err is why the connection ended (nil while it runs).
+	Err() error
+}
+
+// Stream is one followed session (*wireclient.Subscription).
+type Stream interface {
+	Updates() <-chan wireclient.Update
+	Ended() *wire.SessionEnded
+	Err() error
+}
+
+// protocolConn adapts the protocol client to Protocol.
+type protocolConn struct{ *wireclient.Conn }
+
+func (p protocolConn) Subscribe(ctx context.Context, sessionID string, afterSeq int64) (Stream, error) {
+	s, err := p.Conn.Subscribe(ctx, sessionID, afterSeq)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// localDaemon is the daemon running from a home, reached through its
+// recorded endpoint.
+type localDaemon struct {
+	*controlclient.Client
+	dir     home.Dir
+	timeout time.Duration
+
+	mu   sync.Mutex
+	conn *wireclient.Conn
+}
+
+func (d *localDaemon) Protocol(ctx context.Context) (Protocol, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn == nil {
+		dctx, cancel := context.WithTimeout(ctx, d.timeout)
+		defer cancel()
+		// Followers ride out a worker restart: the protocol client finds the
+		// daemon again through the home and resumes where it was.
+		c, err := controlclient.DialHome(dctx, d.dir, controlclient.ConnOptions{Reconnect: true, RequestTimeout: d.timeout})
+		if err != nil {
+			return nil, err
+		}
+		d.conn = c
+	}
+	return protocolConn{d.conn}, nil
+}
+
+func (d *localDaemon) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn != nil {
+		return d.conn.Close()
+	}
+	return nil
+}
+
+// connectHome is the default Env.Connect: the daemon running from dir.
+func connectHome(env *Env) func(ctx context.Context, dir home.Dir) (Daemon, error) {
+	return func(ctx context.Context, dir home.Dir) (Daemon, error) {
+		timeout := callTimeout(env)
+		c, _, err := controlclient.FromHome(dir, timeout)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, exitf(ExitNotRunning, "no daemon is running from %s (start one with `reeve start`)", dir)
+		}
+		if err != nil {
+			return nil, withExit(ExitFailure, err)
+		}
+		return &localDaemon{Client: c, dir: dir, timeout: timeout}, nil
+	}
+}
+
+// callTimeout is the bound of one call to the daemon.
+func callTimeout(env *Env) time.Duration {
+	if env.Getenv != nil {
+		if s, err := strconv.Atoi(env.Getenv("REEVE_DAEMON_TIMEOUT")); err == nil && s > 0 {
+			return time.Duration(s) * time.Second
+		}
+	}
+	return defaultCallTimeout
+}
+
+// daemonCmd is the part of a command's options that reaches the daemon,
+// resolved before the command runs: the streams and injected parts, and
+// the home.
+type daemonCmd struct {
+	env  *Env
+	home home.Dir
+}
+
+// connect reaches the daemon running from the home.
+func (d *daemonCmd) connect(ctx context.Context) (Daemon, error) {
+	return d.env.Connect(ctx, d.home)
+}
+
+// protocol reaches the daemon and opens its control protocol. Close the
+// Daemon when done.
+func (d *daemonCmd) protocol(ctx context.Context) (Daemon, Protocol, error) {
+	c, err := d.connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := c.Protocol(ctx)
+	if err != nil {
+		c.Close()
+		return nil, nil, apiExit(err)
+	}
+	return c, p, nil
+}
+
 // addHomeFlag registers --home, the daemon home every daemon command works on.
 func addHomeFlag(cmd *cobra.Command) {
 	cmd.PersistentFlags().String("home", "", "daemon home directory (default $REEVE_HOME, else a per-user directory)")
@@ -59,29 +216,34 @@ func homeDir(cmd *cobra.Command, env *Env) (home.Dir, error) {
 	return home.Dir(h), nil
 }
 
-// connect builds a client for the daemon running from the resolved home.
-func connect(cmd *cobra.Command, env *Env) (*controlclient.Client, home.Dir, error) {
+// bind resolves the home of a daemon command into its options, before it
+// runs.
+func (d *daemonCmd) bind(cmd *cobra.Command, env *Env) error {
+	d.env = env
 	dir, err := homeDir(cmd, env)
 	if err != nil {
-		return nil, "", err
+		return err
 	}
-	c, _, err := controlclient.FromHome(dir, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, dir, exitf(ExitNotRunning, "no daemon is running from %s (start one with `reeve start`)", dir)
-	}
-	if err != nil {
-		return nil, dir, withExit(ExitFailure, err)
-	}
-	return c, dir, nil
+	d.home = dir
+	return nil
 }
 
-// apiExit maps a local API failure to the exit code the README documents.
+// apiExit maps a failure to reach or use the daemon to the exit code the
+// README documents.
 func apiExit(err error) error {
 	if err == nil {
 		return nil
 	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return err
+	}
 	var ae *controlclient.APIError
+	var ack *wire.AckError
+	var stopped *wireclient.StoppedError
 	switch {
+	case errors.As(err, &ack):
+		return ackExit(err)
 	case errors.As(err, &ae):
 		switch ae.Status {
 		case http.StatusUnauthorized, http.StatusForbidden:
@@ -93,7 +255,13 @@ func apiExit(err error) error {
 		case http.StatusConflict:
 			return withExit(ExitConflict, err)
 		}
-	case errors.Is(err, controlclient.ErrUnreachable):
+	case errors.As(err, &stopped):
+		return &ExitError{Code: ExitNotRunning, Err: fmt.Errorf("%w; start it again with `reeve start`", err)}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &ExitError{Code: ExitUnhealthy, Err: fmt.Errorf("the daemon did not answer in time (%w); see `reeve status`", err)}
+	case errors.Is(err, controlclient.ErrNoDaemon):
+		return &ExitError{Code: ExitNotRunning, Err: fmt.Errorf("%w (start one with `reeve start`)", err)}
+	case errors.Is(err, controlclient.ErrUnreachable), errors.Is(err, wireclient.ErrLost):
 		return &ExitError{Code: ExitNotRunning, Err: fmt.Errorf("%w (is the daemon running? see `reeve status`)", err)}
 	}
 	return withExit(ExitFailure, err)

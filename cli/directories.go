@@ -12,20 +12,22 @@ import (
 )
 
 type addOptions struct {
-	env  *Env
-	cmd  *cobra.Command
+	daemonCmd
 	path string
 	json bool
 }
 
 func newAddCmd(env *Env) *cobra.Command {
-	opts := &addOptions{env: env}
+	opts := &addOptions{}
 	cmd := &cobra.Command{
 		Use:   "add PATH",
 		Short: "Register a directory with the daemon",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.cmd, opts.path = cmd, args[0]
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			opts.path = args[0]
 			return runAdd(cmd.Context(), opts)
 		},
 	}
@@ -34,11 +36,16 @@ func newAddCmd(env *Env) *cobra.Command {
 }
 
 func runAdd(ctx context.Context, opts *addOptions) error {
-	c, _, err := connect(opts.cmd, opts.env)
+	dir, err := existingDir(opts.path)
 	if err != nil {
 		return err
 	}
-	res, err := c.AddDirectory(ctx, absPath(opts.path))
+	c, err := opts.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := c.AddDirectory(ctx, dir)
 	if err != nil {
 		return apiExit(err)
 	}
@@ -55,20 +62,22 @@ func runAdd(ctx context.Context, opts *addOptions) error {
 }
 
 type removeOptions struct {
-	env  *Env
-	cmd  *cobra.Command
+	daemonCmd
 	path string
 	json bool
 }
 
 func newRemoveCmd(env *Env) *cobra.Command {
-	opts := &removeOptions{env: env}
+	opts := &removeOptions{}
 	cmd := &cobra.Command{
 		Use:   "remove PATH",
 		Short: "Unregister a directory (by path or id)",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.cmd, opts.path = cmd, args[0]
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			opts.path = args[0]
 			return runRemove(cmd.Context(), opts)
 		},
 	}
@@ -77,10 +86,11 @@ func newRemoveCmd(env *Env) *cobra.Command {
 }
 
 func runRemove(ctx context.Context, opts *removeOptions) error {
-	c, _, err := connect(opts.cmd, opts.env)
+	c, err := opts.connect(ctx)
 	if err != nil {
 		return err
 	}
+	defer c.Close()
 	dirs, err := c.ListDirectories(ctx)
 	if err != nil {
 		return apiExit(err)
@@ -117,8 +127,7 @@ func findDirectory(dirs []wire.Directory, arg string) (wire.Directory, bool) {
 }
 
 type listOptions struct {
-	env  *Env
-	cmd  *cobra.Command
+	daemonCmd
 	json bool
 }
 
@@ -129,22 +138,28 @@ type directoryListing struct {
 }
 
 func newListCmd(env *Env) *cobra.Command {
-	opts := &listOptions{env: env}
+	opts := &listOptions{}
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List registered directories and the number of active sessions",
 		Args:  noArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { opts.cmd = cmd; return runList(cmd.Context(), opts) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			return runList(cmd.Context(), opts)
+		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print as JSON")
 	return cmd
 }
 
 func runList(ctx context.Context, opts *listOptions) error {
-	c, _, err := connect(opts.cmd, opts.env)
+	c, err := opts.connect(ctx)
 	if err != nil {
 		return err
 	}
+	defer c.Close()
 	dirs, err := c.ListDirectories(ctx)
 	if err != nil {
 		return apiExit(err)

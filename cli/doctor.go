@@ -15,8 +15,7 @@ import (
 )
 
 type doctorOptions struct {
-	env     *Env
-	cmd     *cobra.Command
+	daemonCmd
 	config  string
 	json    bool
 	offline bool
@@ -63,12 +62,17 @@ type doctorCheck struct {
 }
 
 func newDoctorCmd(env *Env) *cobra.Command {
-	opts := &doctorOptions{env: env}
+	opts := &doctorOptions{}
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Report identity, endpoints, relay state and config (read-only; repairs nothing)",
 		Args:  noArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { opts.cmd = cmd; return runDoctor(cmd.Context(), opts) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			return runDoctor(cmd.Context(), opts)
+		},
 	}
 	cmd.Flags().StringVar(&opts.config, "config", "", "config file to check (default $REEVE_CONFIG, else the launched one, else <home>/config.yaml)")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print as JSON")
@@ -77,10 +81,7 @@ func newDoctorCmd(env *Env) *cobra.Command {
 }
 
 func runDoctor(ctx context.Context, opts *doctorOptions) error {
-	dir, err := homeDir(opts.cmd, opts.env)
-	if err != nil {
-		return err
-	}
+	dir := opts.home
 	rep := doctorReport{Relay: doctorRelay{State: "not paired"}}
 	host, _ := os.Hostname()
 	rep.Identity = doctorIdentity{Hostname: host, Home: string(dir), Version: version.Version}
@@ -91,7 +92,7 @@ func runDoctor(ctx context.Context, opts *doctorOptions) error {
 	launch, launchErr := dir.ReadLaunch()
 	rep.Config = checkConfigFile(opts.configPath(dir, launch))
 
-	st, err := probeDaemon(ctx, dir)
+	st, err := probeDaemon(ctx, &opts.daemonCmd)
 	if err != nil {
 		return withExit(ExitFailure, err)
 	}

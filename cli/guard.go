@@ -75,7 +75,7 @@ func runGuardCheck(opts *guardCheckOptions) error {
 		if h := getenv(opts.env, "HOME"); h != "" {
 			home = h
 		}
-		project = findProject(filepath.Clean(abs), home)
+		project = policy.FindProject(filepath.Clean(abs), home)
 	} else if fi, err := os.Stat(project); err != nil || !fi.IsDir() {
 		return exitf(ExitNotFound, "project directory %s does not exist", project)
 	}
@@ -133,28 +133,6 @@ func runGuardCheck(opts *guardCheckOptions) error {
 	return nil
 }
 
-// findProject is the nearest directory at or above path that holds a .reeve
-// directory, looking no higher than the git work tree's root (which is the
-// answer when no .reeve is found) and never taking the home directory, whose
-// ~/.reeve is the daemon's own home, not a project. Without either, it is
-// path's own directory.
-func findProject(path, home string) string {
-	start := path
-	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
-		start = filepath.Dir(path)
-	}
-	for dir := start; ; dir = filepath.Dir(dir) {
-		if fi, err := os.Stat(filepath.Join(dir, policy.Dir)); err == nil && fi.IsDir() && dir != home {
-			return dir
-		}
-		if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
-			return dir
-		}
-		if parent := filepath.Dir(dir); parent == dir {
-			return start
-		}
-	}
-}
 
 func getenv(env *Env, key string) string {
 	if env.Getenv == nil {

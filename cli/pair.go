@@ -9,23 +9,18 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/daemon/pairing"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/sdk/e2e"
 )
 
-// pairCodeAlphabet is the server's: no 0/O or 1/I/L.
-const pairCodeAlphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
-
 type pairOptions struct {
-	env          *Env
-	cmd          *cobra.Command
+	daemonCmd
 	code         string
 	worker       bool
 	transport    string
@@ -63,7 +58,7 @@ type pairResult struct {
 }
 
 func newPairCmd(env *Env) *cobra.Command {
-	opts := &pairOptions{env: env}
+	opts := &pairOptions{}
 	cmd := &cobra.Command{
 		Use:   "pair [CODE]",
 		Short: "Pair this daemon with a control plane: mint a code (or claim CODE), approve it in the browser, keep the credentials",
@@ -73,7 +68,9 @@ func newPairCmd(env *Env) *cobra.Command {
 			"Remote control stays locked unless you pass --auto-unlock.",
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.cmd = cmd
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
 			if len(args) == 1 {
 				opts.code = args[0]
 			}
@@ -94,16 +91,6 @@ func newPairCmd(env *Env) *cobra.Command {
 	f.BoolVar(&opts.json, "json", false, "print the result as JSON")
 	cmd.AddCommand(newPairAnchorCmd(env), newPairRotateTokenCmd(env))
 	return cmd
-}
-
-// normalizePairCode accepts a code as people type it and checks its shape
-// before any request.
-func normalizePairCode(s string) (string, error) {
-	c := strings.ToUpper(strings.NewReplacer("-", "", " ", "").Replace(s))
-	if len(c) != 8 || strings.Trim(c, pairCodeAlphabet) != "" {
-		return "", exitf(ExitUsage, "%q is not a pairing code: 8 characters of %s", s, pairCodeAlphabet)
-	}
-	return c, nil
 }
 
 func runPair(ctx context.Context, o *pairOptions) error {
@@ -128,67 +115,35 @@ func runPair(ctx context.Context, o *pairOptions) error {
 		fmt.Fprintf(o.env.Err, "reeve: --auto-unlock-ttl %d is outside %d..%d; using %d\n", o.ttl, wire.UnlockTTLMin, wire.UnlockTTLMax, ttl)
 	}
 	if o.code != "" {
-		c, err := normalizePairCode(o.code)
+		c, err := pairing.NormalizeCode(o.code)
 		if err != nil {
-			return err
+			return withExit(ExitUsage, err)
 		}
 		o.code = c
 	}
-	dir, err := homeDir(o.cmd, o.env)
-	if err != nil {
-		return err
-	}
+	dir := o.home
 	if err := dir.Prepare(); err != nil {
 		return withExit(ExitFailure, err)
 	}
-	server := o.server
-	if server == "" {
-		server = o.env.Getenv("REEVE_SERVER")
-	}
-	if server == "" {
-		if prev, err := dir.ReadRelayCredentials(); err == nil {
-			server = prev.ServerURL
-		}
-	}
-	if server == "" {
-		return exitf(ExitUsage, "no control plane to pair with: pass --server URL (or set REEVE_SERVER)")
-	}
-	server = strings.TrimRight(server, "/")
-	key, err := dir.EnsureAnchor()
+	server, err := pairing.ServerURL(o.server, o.env.Getenv("REEVE_SERVER"), dir)
 	if err != nil {
-		return withExit(ExitFailure, err)
+		return exitf(ExitUsage, "%v: pass --server URL (or set REEVE_SERVER)", err)
 	}
-	pub := key.PublicKey().Bytes()
-	fingerprint := e2e.Fingerprint(pub)
-
-	client := &sdk.Client{BaseURL: server, HTTP: &http.Client{Timeout: 30 * time.Second}}
-	appURL, relayURL := strings.TrimRight(o.appURL, "/"), ""
-	if d, err := client.Discover(ctx); err == nil {
-		if appURL == "" {
-			appURL = strings.TrimRight(d.AppURL, "/")
-		}
-		relayURL = d.RelayURL
-	} else if appURL == "" {
-		return withExit(ExitFailure, fmt.Errorf("discover the app at %s: %w (pass --app-url to skip discovery)", server, err))
-	}
-
 	name := o.name
 	if name == "" {
 		name, _ = os.Hostname()
 	}
-	req := sdk.PairingMachineRequest{Name: name, AnchorPublicKey: base64.StdEncoding.EncodeToString(pub), Worker: o.worker, Transport: o.transport}
-	var pc sdk.PairingCode
-	if o.code == "" {
-		pc, err = client.MintPairingCode(ctx, req)
-	} else {
-		pc, err = client.ClaimPairingCode(ctx, o.code, req)
-	}
+	a, err := pairing.Begin(ctx, pairing.Options{
+		Home: dir, Server: server, AppURL: o.appURL, Code: o.code, Name: name,
+		Worker: o.worker, Transport: o.transport, AutoUnlock: o.autoUnlock, AutoUnlockTTL: ttl,
+	})
 	if err != nil {
-		return pairAPIExit(err, "pairing code")
+		return pairExit(err, "pairing code")
 	}
-	approve := appURL + "/pair?code=" + pc.Code
-	fmt.Fprintf(o.env.Err, "reeve: pairing code %s (expires %s)\n", pc.Code[:4]+"-"+pc.Code[4:], pc.ExpiresAt.Local().Format("15:04:05"))
-	fmt.Fprintf(o.env.Err, "reeve: this machine's trust anchor fingerprint: %s\n", fingerprint)
+	code, expires := a.Code()
+	approve := a.ApproveURL()
+	fmt.Fprintf(o.env.Err, "reeve: pairing code %s (expires %s)\n", code[:4]+"-"+code[4:], expires.Local().Format("15:04:05"))
+	fmt.Fprintf(o.env.Err, "reeve: this machine's trust anchor fingerprint: %s\n", a.Fingerprint)
 	fmt.Fprintf(o.env.Err, "reeve: approve it at %s\n", approve)
 	fmt.Fprintln(o.env.Err, "reeve: check that the page shows the same fingerprint before you approve")
 	if !o.noBrowser {
@@ -197,24 +152,13 @@ func runPair(ctx context.Context, o *pairOptions) error {
 		}
 	}
 
-	creds, err := o.poll(ctx, client, pc)
+	creds, err := a.Wait(ctx, o.interval, time.Now().Add(time.Duration(o.timeout)*time.Second), o.progress())
 	if err != nil {
-		return err
+		return pairExit(err, "pairing status")
 	}
-	if creds.RelayURL != "" {
-		relayURL = creds.RelayURL
-	}
-	if creds.AppURL != "" && o.appURL == "" {
-		appURL = strings.TrimRight(creds.AppURL, "/")
-	}
-	rc := home.RelayCredentials{
-		InstallID: creds.InstallID, WorkspaceID: creds.WorkspaceID, IssueToken: creds.IssueToken,
-		ServerURL: server, AppURL: appURL, RelayURL: relayURL,
-		Worker: o.worker, Transport: o.transport, PairedAt: time.Now().UTC(),
-		AutoUnlock: o.autoUnlock, AutoUnlockTTL: ttl,
-	}
-	if err := dir.WriteRelayCredentials(rc); err != nil {
-		return withExit(ExitFailure, fmt.Errorf("save relay credentials: %w", err))
+	rc, err := a.Save(creds)
+	if err != nil {
+		return withExit(ExitFailure, err)
 	}
 	fmt.Fprintf(o.env.Err, "reeve: paired: install %s in workspace %s; credentials saved to %s (mode 0600)\n", rc.InstallID, rc.WorkspaceID, dir.RelayFile())
 	if rc.AutoUnlock {
@@ -223,7 +167,7 @@ func runPair(ctx context.Context, o *pairOptions) error {
 		fmt.Fprintln(o.env.Err, "reeve: remote control stays locked until unlocked on this machine")
 	}
 
-	restarted, err := restartIfRunning(ctx, o.env, dir, rc.Transport == "relay")
+	restarted, err := o.restartIfRunning(ctx, rc.Transport == "relay")
 	if err != nil {
 		return err
 	}
@@ -232,7 +176,7 @@ func runPair(ctx context.Context, o *pairOptions) error {
 	}
 	res := pairResult{
 		InstallID: rc.InstallID, WorkspaceID: rc.WorkspaceID, ServerURL: rc.ServerURL, AppURL: rc.AppURL, RelayURL: rc.RelayURL,
-		AnchorFingerprint: fingerprint, Worker: rc.Worker, Transport: rc.Transport, AutoUnlock: rc.AutoUnlock, AutoUnlockTTL: rc.AutoUnlockTTL,
+		AnchorFingerprint: a.Fingerprint, Worker: rc.Worker, Transport: rc.Transport, AutoUnlock: rc.AutoUnlock, AutoUnlockTTL: rc.AutoUnlockTTL,
 		CredentialsFile: dir.RelayFile(), Restarted: restarted,
 	}
 	if o.json {
@@ -242,60 +186,45 @@ func runPair(ctx context.Context, o *pairOptions) error {
 	return nil
 }
 
-// poll waits for the decision, saying what it waits for when the state
-// changes and every half minute.
-func (o *pairOptions) poll(ctx context.Context, client *sdk.Client, pc sdk.PairingCode) (*sdk.RelayCredentials, error) {
-	interval := o.interval
-	if interval <= 0 {
-		interval = 2 * time.Second
-	}
-	deadline := time.Now().Add(time.Duration(o.timeout) * time.Second)
+// progress says what the pairing waits for when the state changes, and
+// every half minute.
+func (o *pairOptions) progress() func(pairing.State) {
 	last, lastSaid := "", time.Now()
-	wait := time.Duration(0)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, exitf(ExitFailure, "pairing interrupted; the code stays valid until it expires")
-		case <-time.After(wait):
-		}
-		wait = interval
-		if time.Now().After(deadline) {
-			return nil, exitf(ExitTimeout, "no decision within %ds; run `reeve pair` again", o.timeout)
-		}
-		st, err := client.PairingStatus(ctx, pc.Code, pc.StatusToken)
-		var ae *sdk.APIError
-		switch {
-		case errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests:
-			wait = max(interval, ae.RetryAfter)
-			continue
-		case errors.As(err, &ae):
-			return nil, pairAPIExit(err, "pairing status")
-		case err != nil:
-			// The server may be restarting: keep trying until the deadline.
+	return func(st pairing.State) {
+		if st.Unreachable != nil {
+			// The server may be restarting: the wait goes on until the
+			// deadline.
 			if time.Since(lastSaid) > 30*time.Second {
-				fmt.Fprintf(o.env.Err, "reeve: cannot reach the server (%v); still trying\n", err)
+				fmt.Fprintf(o.env.Err, "reeve: cannot reach the server (%v); still trying\n", st.Unreachable)
 				lastSaid = time.Now()
 			}
-			continue
+			return
 		}
-		switch st.State {
-		case sdk.PairingApproved:
-			if st.RelayCredentials == nil {
-				return nil, exitf(ExitConflict, "the pairing was approved but its credential was already collected by another `reeve pair`; run `reeve pair` again")
-			}
-			return st.RelayCredentials, nil
-		case sdk.PairingDenied:
-			return nil, exitf(ExitDenied, "the pairing was denied in the browser")
+		if st.State == last && time.Since(lastSaid) <= 30*time.Second {
+			return
 		}
-		if st.State != last || time.Since(lastSaid) > 30*time.Second {
-			what := "waiting for approval in the browser"
-			if st.State == sdk.PairingClaimed && pc.Initiator == "daemon" {
-				what = "claimed for a workspace; waiting for approval"
-			}
-			fmt.Fprintf(o.env.Err, "reeve: %s (state %s, expires %s)...\n", what, st.State, st.ExpiresAt.Local().Format("15:04:05"))
-			last, lastSaid = st.State, time.Now()
+		what := "waiting for approval in the browser"
+		if st.ClaimedHere {
+			what = "claimed for a workspace; waiting for approval"
 		}
+		fmt.Fprintf(o.env.Err, "reeve: %s (state %s, expires %s)...\n", what, st.State, st.ExpiresAt.Local().Format("15:04:05"))
+		last, lastSaid = st.State, time.Now()
 	}
+}
+
+// pairExit maps a failed pairing step to an exit code and a sentence.
+func pairExit(err error, what string) error {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return exitf(ExitFailure, "pairing interrupted; the code stays valid until it expires")
+	case errors.Is(err, pairing.ErrTimedOut):
+		return exitf(ExitTimeout, "no decision in time; run `reeve pair` again")
+	case errors.Is(err, pairing.ErrDenied):
+		return withExit(ExitDenied, err)
+	case errors.Is(err, pairing.ErrCollected):
+		return exitf(ExitConflict, "%v; run `reeve pair` again", err)
+	}
+	return pairAPIExit(err, what)
 }
 
 // pairAPIExit maps a control-plane refusal to an exit code and a sentence.
@@ -322,10 +251,12 @@ func pairAPIExit(err error, what string) error {
 }
 
 // restartIfRunning applies new credentials to a running daemon with the
-// restart logic of `reeve restart`. A daemon paired for the relay and
-// launched with the local profile comes back with the relay profile: both
-// bind loopback only, and relay also connects out with the credentials.
-func restartIfRunning(ctx context.Context, env *Env, dir home.Dir, relay bool) (bool, error) {
+// restart logic of `reeve restart`, naming the sessions it interrupts. A
+// daemon paired for the relay and launched with the local profile comes
+// back with the relay profile: both bind loopback only, and relay also
+// connects out with the credentials.
+func (o *pairOptions) restartIfRunning(ctx context.Context, relay bool) (bool, error) {
+	dir := o.home
 	locked, err := dir.Locked()
 	if err != nil || !locked {
 		return false, err
@@ -336,13 +267,14 @@ func restartIfRunning(ctx context.Context, env *Env, dir home.Dir, relay bool) (
 	}
 	if relay && launch.Profile == "local" {
 		launch.Profile = "relay"
-		fmt.Fprintln(env.Err, "reeve: the daemon's profile becomes relay, so that it connects to the relay")
+		fmt.Fprintln(o.env.Err, "reeve: the daemon's profile becomes relay, so that it connects to the relay")
 	}
-	fmt.Fprintln(env.Err, "reeve: restarting the daemon to apply the credentials")
-	if _, err := stopDaemon(ctx, env, dir, false, 15*time.Second); err != nil && exitCode(err) != ExitNotRunning {
+	o.interrupted(ctx, "restarting the daemon to apply the credentials")
+	fmt.Fprintln(o.env.Err, "reeve: restarting the daemon to apply the credentials")
+	if _, err := stopDaemon(ctx, o.env, dir, false, 15*time.Second); err != nil && exitCode(err) != ExitNotRunning {
 		return false, err
 	}
-	if err := startDaemon(ctx, env, launch, false); err != nil {
+	if err := startDaemon(ctx, o.env, launch, false, "the credentials are saved: start the daemon on a free port with `reeve restart --listen ADDR`"); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -375,28 +307,29 @@ func (o *pairOptions) opener() func(string) error {
 // ---- pair anchor ----
 
 type pairAnchorOptions struct {
-	env  *Env
-	cmd  *cobra.Command
+	daemonCmd
 	json bool
 }
 
 func newPairAnchorCmd(env *Env) *cobra.Command {
-	opts := &pairAnchorOptions{env: env}
+	opts := &pairAnchorOptions{}
 	cmd := &cobra.Command{
 		Use:   "anchor",
 		Short: "Print the fingerprint of this daemon's trust anchor (its X25519 identity), as the approval page shows it",
 		Args:  noArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { opts.cmd = cmd; return runPairAnchor(opts) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			return runPairAnchor(opts)
+		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print as JSON")
 	return cmd
 }
 
 func runPairAnchor(o *pairAnchorOptions) error {
-	dir, err := homeDir(o.cmd, o.env)
-	if err != nil {
-		return err
-	}
+	dir := o.home
 	if err := dir.Prepare(); err != nil {
 		return withExit(ExitFailure, err)
 	}
@@ -416,28 +349,29 @@ func runPairAnchor(o *pairAnchorOptions) error {
 // ---- pair rotate-token ----
 
 type pairRotateOptions struct {
-	env  *Env
-	cmd  *cobra.Command
+	daemonCmd
 	json bool
 }
 
 func newPairRotateTokenCmd(env *Env) *cobra.Command {
-	opts := &pairRotateOptions{env: env}
+	opts := &pairRotateOptions{}
 	cmd := &cobra.Command{
 		Use:   "rotate-token",
 		Short: "Replace the local API token in the daemon home (a restart applies it)",
 		Args:  noArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { opts.cmd = cmd; return runPairRotateToken(opts) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			return runPairRotateToken(opts)
+		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print as JSON")
 	return cmd
 }
 
 func runPairRotateToken(o *pairRotateOptions) error {
-	dir, err := homeDir(o.cmd, o.env)
-	if err != nil {
-		return err
-	}
+	dir := o.home
 	if err := dir.Prepare(); err != nil {
 		return withExit(ExitFailure, err)
 	}

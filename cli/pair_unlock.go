@@ -14,8 +14,7 @@ import (
 )
 
 type pairUnlockOptions struct {
-	env  *Env
-	cmd  *cobra.Command
+	daemonCmd
 	ttl  int
 	json bool
 }
@@ -23,7 +22,7 @@ type pairUnlockOptions struct {
 // newPairUnlockCmd is `reeve pair unlock`: the machine-side act that opens
 // a paired daemon to remote control through the relay for a while.
 func newPairUnlockCmd(env *Env) *cobra.Command {
-	opts := &pairUnlockOptions{env: env}
+	opts := &pairUnlockOptions{}
 	cmd := &cobra.Command{
 		Use:   "unlock [--ttl SECONDS]",
 		Short: "Let remote clients control this machine's daemon through the relay for a while",
@@ -32,7 +31,9 @@ func newPairUnlockCmd(env *Env) *cobra.Command {
 			"closed when the unlock ends, unless it is renewed. It only works from this machine (loopback or the unix socket).",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.cmd = cmd
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
 			return runPairUnlock(cmd.Context(), opts)
 		},
 	}
@@ -46,10 +47,11 @@ func runPairUnlock(ctx context.Context, opts *pairUnlockOptions) error {
 	if opts.ttl < 0 {
 		return exitf(ExitUsage, "--ttl must not be negative")
 	}
-	c, _, err := connect(opts.cmd, opts.env)
+	c, err := opts.connect(ctx)
 	if err != nil {
 		return err
 	}
+	defer c.Close()
 	st, err := c.UnlockRemote(ctx, opts.ttl)
 	var ae *controlclient.APIError
 	if errors.As(err, &ae) && ae.Status == http.StatusNotFound {

@@ -12,15 +12,13 @@ import (
 )
 
 type permitListOptions struct {
-	env     *Env
-	cmd     *cobra.Command
+	daemonCmd
 	session string
 	json    bool
 }
 
 type permitDecideOptions struct {
-	env       *Env
-	cmd       *cobra.Command
+	daemonCmd
 	decision  string
 	requestID string
 	reason    string
@@ -29,12 +27,17 @@ type permitDecideOptions struct {
 }
 
 func newPermitCmd(env *Env) *cobra.Command {
-	ls := &permitListOptions{env: env}
+	ls := &permitListOptions{}
 	lsCmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List permission requests waiting for a decision",
 		Args:  noArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { ls.cmd = cmd; return runPermitList(cmd.Context(), ls) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := ls.bind(cmd, env); err != nil {
+				return err
+			}
+			return runPermitList(cmd.Context(), ls)
+		},
 	}
 	lsCmd.Flags().StringVar(&ls.session, "session", "", "only requests of this session")
 	lsCmd.Flags().BoolVar(&ls.json, "json", false, "print as JSON")
@@ -43,13 +46,16 @@ func newPermitCmd(env *Env) *cobra.Command {
 }
 
 func newPermitDecideCmd(env *Env, decision string) *cobra.Command {
-	opts := &permitDecideOptions{env: env, decision: decision}
+	opts := &permitDecideOptions{decision: decision}
 	cmd := &cobra.Command{
 		Use:   decision + " ID",
 		Short: fmt.Sprintf("%s a pending permission request", map[string]string{hookbridge.Allow: "Allow", hookbridge.Deny: "Deny"}[decision]),
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.cmd, opts.requestID = cmd, args[0]
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			opts.requestID = args[0]
 			return runPermitDecide(cmd.Context(), opts)
 		},
 	}
@@ -60,10 +66,11 @@ func newPermitDecideCmd(env *Env, decision string) *cobra.Command {
 }
 
 func runPermitList(ctx context.Context, opts *permitListOptions) error {
-	c, _, err := connect(opts.cmd, opts.env)
+	c, err := opts.connect(ctx)
 	if err != nil {
 		return err
 	}
+	defer c.Close()
 	pending, err := c.Pending(ctx, opts.session)
 	if err != nil {
 		return apiExit(err)
@@ -84,12 +91,12 @@ func runPermitList(ctx context.Context, opts *permitListOptions) error {
 }
 
 func runPermitDecide(ctx context.Context, opts *permitDecideOptions) error {
-	_, k, err := dial(ctx, opts.cmd, opts.env)
+	c, p, err := opts.protocol(ctx)
 	if err != nil {
 		return err
 	}
-	defer k.Close()
-	d, err := k.RespondPermission(ctx, wire.RespondPermissionRequest{RequestID: opts.requestID, Decision: opts.decision, Reason: opts.reason, Remember: opts.remember})
+	defer c.Close()
+	d, err := p.RespondPermission(ctx, wire.RespondPermissionRequest{RequestID: opts.requestID, Decision: opts.decision, Reason: opts.reason, Remember: opts.remember})
 	if err != nil {
 		return ackExit(err)
 	}
@@ -112,21 +119,23 @@ func pastTense(decision string) string {
 }
 
 type agentModeOptions struct {
-	env       *Env
-	cmd       *cobra.Command
+	daemonCmd
 	sessionID string
 	mode      string
 	json      bool
 }
 
 func newAgentCmd(env *Env) *cobra.Command {
-	opts := &agentModeOptions{env: env}
+	opts := &agentModeOptions{}
 	mode := &cobra.Command{
 		Use:   "mode SID [detect|bypass]",
 		Short: "Read or set a session's operator mode: detect asks a human, bypass allows and records",
 		Args:  usageArgs(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.cmd, opts.sessionID, opts.mode = cmd, args[0], ""
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			opts.sessionID, opts.mode = args[0], ""
 			if len(args) == 2 {
 				opts.mode = args[1]
 			}
@@ -141,13 +150,13 @@ func runAgentMode(ctx context.Context, opts *agentModeOptions) error {
 	if opts.mode != "" && !hookbridge.ValidMode(opts.mode) {
 		return exitf(ExitUsage, "mode must be detect or bypass, not %q", opts.mode)
 	}
-	c, k, err := dial(ctx, opts.cmd, opts.env)
+	c, p, err := opts.protocol(ctx)
 	if err != nil {
 		return err
 	}
-	defer k.Close()
+	defer c.Close()
 	if opts.mode != "" {
-		if err := k.SetMode(ctx, opts.sessionID, opts.mode); err != nil {
+		if err := p.SetMode(ctx, wire.SetModeRequest{SessionID: opts.sessionID, Mode: opts.mode}); err != nil {
 			return ackExit(err)
 		}
 	}

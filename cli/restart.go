@@ -7,25 +7,35 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"reeve.dev/reeve/daemon/config"
 )
 
 type restartOptions struct {
-	env        *Env
-	cmd        *cobra.Command
+	daemonCmd
 	timeout    int
 	foreground bool
+	listen     string
 }
 
 func newRestartCmd(env *Env) *cobra.Command {
-	opts := &restartOptions{env: env}
+	opts := &restartOptions{}
 	cmd := &cobra.Command{
 		Use:   "restart",
 		Short: "Stop the daemon, then start it with the persisted launch configuration",
-		Args:  noArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { opts.cmd = cmd; return runRestart(cmd.Context(), opts) },
+		Long: `Stop the daemon, then start it again with the launch configuration saved by
+the last start. Running sessions are interrupted; restart names them first.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			return runRestart(cmd.Context(), opts)
+		},
 	}
 	cmd.Flags().IntVar(&opts.timeout, "timeout", 15, "seconds to wait for the running daemon to stop")
 	cmd.Flags().BoolVar(&opts.foreground, "foreground", false, "run the restarted daemon in the foreground")
+	cmd.Flags().StringVar(&opts.listen, "listen", "", "listen on this address instead of the saved one (saved for later restarts)")
 	return cmd
 }
 
@@ -33,19 +43,22 @@ func runRestart(ctx context.Context, opts *restartOptions) error {
 	if opts.timeout <= 0 {
 		return exitf(ExitUsage, "--timeout must be a positive number of seconds, got %d", opts.timeout)
 	}
-	dir, err := homeDir(opts.cmd, opts.env)
-	if err != nil {
-		return err
-	}
-	launch, err := dir.ReadLaunch()
+	launch, err := opts.home.ReadLaunch()
 	if errors.Is(err, fs.ErrNotExist) {
-		return exitf(ExitNotRunning, "no launch configuration in %s: the daemon was never started from there (use `reeve start`)", dir)
+		return exitf(ExitNotRunning, "no launch configuration in %s: the daemon was never started from there (use `reeve start`)", opts.home)
 	}
 	if err != nil {
 		return withExit(ExitFailure, err)
 	}
-	if _, err := stopDaemon(ctx, opts.env, dir, false, time.Duration(opts.timeout)*time.Second); err != nil && exitCode(err) != ExitNotRunning {
+	if opts.listen != "" {
+		if _, err := config.ParseListen(opts.listen); err != nil {
+			return withExit(ExitUsage, err)
+		}
+		launch.Listen = opts.listen
+	}
+	opts.interrupted(ctx, "restarting the daemon")
+	if _, err := stopDaemon(ctx, opts.env, opts.home, false, time.Duration(opts.timeout)*time.Second); err != nil && exitCode(err) != ExitNotRunning {
 		return err
 	}
-	return startDaemon(ctx, opts.env, launch, opts.foreground)
+	return startDaemon(ctx, opts.env, launch, opts.foreground, "pass --listen with another port (it is saved for later restarts)")
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/internal/version"
 )
 
@@ -30,6 +31,9 @@ type Env struct {
 	Executable func() (string, error)
 	// Programs are the long-running parts wired in by main.
 	Programs Programs
+	// Connect reaches the daemon running from a home; default the one the
+	// home's endpoint names (tests inject fakes).
+	Connect func(ctx context.Context, dir home.Dir) (Daemon, error)
 }
 
 // processEnv is the Env of the real process.
@@ -73,6 +77,9 @@ func Execute(ctx context.Context, env *Env, args []string) int {
 
 // NewRootCmd builds the whole command tree around env.
 func NewRootCmd(env *Env) *cobra.Command {
+	if env.Connect == nil {
+		env.Connect = connectHome(env)
+	}
 	root := &cobra.Command{
 		Use:           "reeve",
 		Short:         "Run coding agents under governance",

@@ -6,18 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"reeve.dev/reeve/daemon/config"
-	"reeve.dev/reeve/daemon/controlclient"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
 )
 
 type runOptions struct {
-	env     *Env
-	cmd     *cobra.Command
+	daemonCmd
+	// flags are the command's own, for the configuration of a daemon it
+	// has to start.
+	flags   *pflag.FlagSet
 	dir     string
 	prompt  string
 	agent   string
@@ -25,12 +28,13 @@ type runOptions struct {
 	mode    string
 	wait    bool
 	attach  bool
+	noInput bool
 	timeout int
 	json    bool
 }
 
 func newRunCmd(env *Env) *cobra.Command {
-	opts := &runOptions{env: env}
+	opts := &runOptions{}
 	cmd := &cobra.Command{
 		Use:   "run [DIR] --prompt TEXT",
 		Short: "Start an agent session in a directory (default: the current one)",
@@ -40,10 +44,16 @@ default_agent is used, else the first installed of claude and codex, else shell.
 
 Prints the session id. --attach streams the session's events until it ends;
 --wait waits silently. With either, the exit code is 0 when the session
-completed and 10 when it failed, was killed or was interrupted.`,
+completed and 10 when it failed, was killed or was interrupted. While the
+session waits for a permission decision they say so on stderr, with the
+commands that give it; --attach on a terminal also offers to give it with
+one key (y allows, n denies, s leaves it for later), unless --no-input.`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.cmd, opts.dir = cmd, "."
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			opts.flags, opts.dir = cmd.Flags(), "."
 			if len(args) == 1 {
 				opts.dir = args[0]
 			}
@@ -57,6 +67,7 @@ completed and 10 when it failed, was killed or was interrupted.`,
 	f.StringVar(&opts.mode, "mode", "", "operator mode: detect (a human decides tool uses; the default) or bypass (allow and record)")
 	f.BoolVar(&opts.wait, "wait", false, "wait until the session ends")
 	f.BoolVar(&opts.attach, "attach", false, "stream the session's events until it ends")
+	f.BoolVar(&opts.noInput, "no-input", false, "with --attach on a terminal: do not offer to decide permission requests with a key")
 	f.IntVar(&opts.timeout, "timeout", 0, "with --wait or --attach: give up waiting after SECONDS (the session keeps running)")
 	f.BoolVar(&opts.json, "json", false, "print JSON: the session, or with --attach one frame per line")
 	f.String("config", "", "config file used if a daemon has to be started")
@@ -71,20 +82,27 @@ func runRun(ctx context.Context, opts *runOptions) error {
 	if opts.timeout < 0 {
 		return exitf(ExitUsage, "--timeout must not be negative")
 	}
-	c, err := ensureDaemon(ctx, opts.cmd, opts.env)
+	dir, err := existingDir(opts.dir)
 	if err != nil {
 		return err
 	}
-	added, err := c.AddDirectory(ctx, absPath(opts.dir))
+	if err := opts.ensureDaemon(ctx); err != nil {
+		return err
+	}
+	c, err := opts.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	added, err := c.AddDirectory(ctx, dir)
 	if err != nil {
 		return apiExit(err)
 	}
-	k, err := c.Dial(ctx)
+	p, err := c.Protocol(ctx)
 	if err != nil {
 		return apiExit(err)
 	}
-	defer k.Close()
-	si, err := k.Launch(ctx, wire.LaunchRequest{Directory: added.Directory.ID, Prompt: opts.prompt, Agent: opts.agent, Model: opts.model, Mode: opts.mode})
+	si, err := p.Launch(ctx, wire.LaunchRequest{Directory: added.Directory.ID, Prompt: opts.prompt, Agent: opts.agent, Model: opts.model, Mode: opts.mode})
 	if err != nil {
 		return ackExit(err)
 	}
@@ -98,18 +116,33 @@ func runRun(ctx context.Context, opts *runOptions) error {
 	}
 	wctx, cancel := withTimeout(ctx, opts.timeout)
 	defer cancel()
-	if err := k.Subscribe(wctx, si.ID, 0); err != nil {
-		return timeoutExit(wctx, ackExit(err), "session "+si.ID)
-	}
-	end, err := streamSession(wctx, opts.env, k, si.ID, streamOptions{json: opts.json && opts.attach, quiet: !opts.attach})
+	end, err := opts.followSession(wctx, c, si.ID, 0, followOptions{
+		json: opts.json && opts.attach, quiet: !opts.attach, ask: opts.attach && !opts.noInput && !opts.json,
+	})
 	if err != nil {
-		return timeoutExit(wctx, err, "session "+si.ID)
+		return err
 	}
 	return finishWait(wctx, opts.env, c, end, opts.json && !opts.attach)
 }
 
+// existingDir is the absolute path of a directory that must exist: a
+// missing one is not found (exit 4), a file a usage error.
+func existingDir(p string) (string, error) {
+	abs := absPath(p)
+	fi, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", exitf(ExitNotFound, "directory %s does not exist", p)
+	case err != nil:
+		return "", withExit(ExitFailure, err)
+	case !fi.IsDir():
+		return "", exitf(ExitUsage, "%s is not a directory", p)
+	}
+	return abs, nil
+}
+
 // finishWait reports how a waited-for session ended and sets the exit code.
-func finishWait(ctx context.Context, env *Env, c *controlclient.Client, end wire.SessionEnded, asJSON bool) error {
+func finishWait(ctx context.Context, env *Env, c Daemon, end wire.SessionEnded, asJSON bool) error {
 	if asJSON {
 		si, err := c.Session(ctx, end.SessionID)
 		if err != nil {
@@ -127,31 +160,23 @@ func finishWait(ctx context.Context, env *Env, c *controlclient.Client, end wire
 	return sessionExit(end.Status)
 }
 
-// ensureDaemon returns a client for the running daemon, starting one in
-// the background first when none runs.
-func ensureDaemon(ctx context.Context, cmd *cobra.Command, env *Env) (*controlclient.Client, error) {
-	dir, err := homeDir(cmd, env)
+// ensureDaemon starts a daemon in the background when none runs from the
+// home, with the configuration the command's flags, the environment and
+// the config file give.
+func (o *runOptions) ensureDaemon(ctx context.Context) error {
+	if locked, _ := o.home.Locked(); locked {
+		return nil
+	}
+	fmt.Fprintf(o.env.Err, "reeve: no daemon is running from %s; starting one\n", o.home)
+	resolved, err := config.Load(config.LoadOptions{Flags: o.flags, Getenv: o.env.Getenv})
 	if err != nil {
-		return nil, err
+		return configExit(err)
 	}
-	if locked, _ := dir.Locked(); !locked {
-		fmt.Fprintf(env.Err, "reeve: no daemon is running from %s; starting one\n", dir)
-		resolved, err := config.Load(config.LoadOptions{Flags: cmd.Flags(), Getenv: env.Getenv})
-		if err != nil {
-			return nil, configExit(err)
-		}
-		if err := startDaemon(ctx, env, launchFrom(resolved), false); err != nil && exitCode(err) != ExitConflict {
-			return nil, err
-		}
+	inUse := "set listen in the config file (--config FILE) or REEVE_LISTEN to a free port, or start the daemon yourself with `reeve start --listen ADDR`"
+	if err := startDaemon(ctx, o.env, launchFrom(resolved), false, inUse); err != nil && !errors.Is(err, errAlreadyRunning) {
+		return err
 	}
-	c, _, err := controlclient.FromHome(dir, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, exitf(ExitNotRunning, "the daemon from %s has not recorded an endpoint yet; see `reeve status`", dir)
-	}
-	if err != nil {
-		return nil, withExit(ExitFailure, err)
-	}
-	return c, nil
+	return nil
 }
 
 // launchFrom turns resolved settings into a launch configuration.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
-	"text/template"
 
 	"github.com/spf13/cobra"
 
@@ -13,20 +12,22 @@ import (
 )
 
 type sendOptions struct {
-	env       *Env
-	cmd       *cobra.Command
+	daemonCmd
 	sessionID string
 	prompt    string
 }
 
 func newSendCmd(env *Env) *cobra.Command {
-	opts := &sendOptions{env: env}
+	opts := &sendOptions{}
 	cmd := &cobra.Command{
 		Use:   "send SID --prompt TEXT",
 		Short: "Send a further prompt to a session (resuming it if it has ended and its agent can resume)",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.cmd, opts.sessionID = cmd, args[0]
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			opts.sessionID = args[0]
 			return runSend(cmd.Context(), opts)
 		},
 	}
@@ -39,12 +40,12 @@ func runSend(ctx context.Context, opts *sendOptions) error {
 	if opts.prompt == "" {
 		return exitf(ExitUsage, "--prompt must not be empty")
 	}
-	_, k, err := dial(ctx, opts.cmd, opts.env)
+	c, p, err := opts.protocol(ctx)
 	if err != nil {
 		return err
 	}
-	defer k.Close()
-	if err := k.Prompt(ctx, opts.sessionID, opts.prompt); err != nil {
+	defer c.Close()
+	if err := p.Prompt(ctx, wire.PromptRequest{SessionID: opts.sessionID, Text: opts.prompt}); err != nil {
 		return ackExit(err)
 	}
 	fmt.Fprintf(opts.env.Err, "reeve: prompt sent to %s (follow it with `reeve attach %s`)\n", opts.sessionID, opts.sessionID)
@@ -52,22 +53,25 @@ func runSend(ctx context.Context, opts *sendOptions) error {
 }
 
 type logsOptions struct {
-	env       *Env
-	cmd       *cobra.Command
+	daemonCmd
 	sessionID string
 	follow    bool
 	lastSeq   int64
 	json      bool
+	noInput   bool
 }
 
 func newLogsCmd(env *Env) *cobra.Command {
-	opts := &logsOptions{env: env}
+	opts := &logsOptions{}
 	cmd := &cobra.Command{
 		Use:   "logs SID",
 		Short: "Print a session's events (with --follow, stream them until the session ends)",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.cmd, opts.sessionID = cmd, args[0]
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			opts.sessionID = args[0]
 			return runLogs(cmd.Context(), opts)
 		},
 	}
@@ -79,22 +83,20 @@ func newLogsCmd(env *Env) *cobra.Command {
 func addLogsFlags(cmd *cobra.Command, opts *logsOptions) {
 	cmd.Flags().Int64Var(&opts.lastSeq, "last-seq", 0, "show only events after sequence number N")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print one JSON session-update frame per line")
+	cmd.Flags().BoolVar(&opts.noInput, "no-input", false, "when following on a terminal, do not offer to decide permission requests with a key")
 }
 
 func runLogs(ctx context.Context, opts *logsOptions) error {
 	if opts.lastSeq < 0 {
 		return exitf(ExitUsage, "--last-seq must not be negative")
 	}
+	c, err := opts.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
 	if opts.follow {
-		_, k, err := dial(ctx, opts.cmd, opts.env)
-		if err != nil {
-			return err
-		}
-		defer k.Close()
-		if err := k.Subscribe(ctx, opts.sessionID, opts.lastSeq); err != nil {
-			return ackExit(err)
-		}
-		end, err := streamSession(ctx, opts.env, k, opts.sessionID, streamOptions{json: opts.json})
+		end, err := opts.followSession(ctx, c, opts.sessionID, opts.lastSeq, followOptions{json: opts.json, ask: !opts.noInput && !opts.json})
 		if err != nil {
 			return err
 		}
@@ -104,10 +106,6 @@ func runLogs(ctx context.Context, opts *logsOptions) error {
 		return nil
 	}
 	// Without --follow: what is stored now, page by page, then exit.
-	c, _, err := connect(opts.cmd, opts.env)
-	if err != nil {
-		return err
-	}
 	r := &renderer{w: opts.env.Out}
 	after := opts.lastSeq
 	for {
@@ -132,14 +130,48 @@ func runLogs(ctx context.Context, opts *logsOptions) error {
 	}
 }
 
+// followSession subscribes to a session after afterSeq and follows it to
+// its end (follow.go). The permission requests still pending are looked up
+// first, so that a request made before the command began is announced too.
+func (d *daemonCmd) followSession(ctx context.Context, c Daemon, sessionID string, afterSeq int64, fo followOptions) (wire.SessionEnded, error) {
+	si, err := c.Session(ctx, sessionID)
+	if err != nil {
+		return wire.SessionEnded{}, apiExit(err)
+	}
+	p, err := c.Protocol(ctx)
+	if err != nil {
+		return wire.SessionEnded{}, apiExit(err)
+	}
+	s, err := p.Subscribe(ctx, sessionID, afterSeq)
+	if err != nil {
+		return wire.SessionEnded{}, timeoutExit(ctx, ackExit(err), "session "+sessionID)
+	}
+	fo.history = si.LastSeq
+	if pending, err := c.Pending(ctx, sessionID); err == nil {
+		fo.pending = map[string]bool{}
+		for _, req := range pending {
+			fo.pending[req.ID] = true
+		}
+	}
+	fo.running = func() bool { locked, err := d.home.Locked(); return err == nil && locked }
+	end, err := follow(ctx, d.env, p, s, sessionID, fo)
+	if err != nil {
+		return end, timeoutExit(ctx, err, "session "+sessionID)
+	}
+	return end, nil
+}
+
 func newAttachCmd(env *Env) *cobra.Command {
-	opts := &logsOptions{env: env, follow: true}
+	opts := &logsOptions{follow: true}
 	cmd := &cobra.Command{
 		Use:   "attach SID",
 		Short: "Stream a session's events until it ends (the same as logs --follow)",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.cmd, opts.sessionID = cmd, args[0]
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			opts.sessionID = args[0]
 			return runLogs(cmd.Context(), opts)
 		},
 	}
@@ -148,21 +180,25 @@ func newAttachCmd(env *Env) *cobra.Command {
 }
 
 type waitOptions struct {
-	env       *Env
-	cmd       *cobra.Command
+	daemonCmd
 	sessionID string
 	timeout   int
 	json      bool
 }
 
 func newWaitCmd(env *Env) *cobra.Command {
-	opts := &waitOptions{env: env}
+	opts := &waitOptions{}
 	cmd := &cobra.Command{
 		Use:   "wait SID",
 		Short: "Wait until a session ends; exit 0 if it completed, 10 if it failed, was killed or interrupted",
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Long: `Wait until a session ends. While it waits for a permission decision, wait says
+so on stderr, with the commands that give it.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.cmd, opts.sessionID = cmd, args[0]
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			opts.sessionID = args[0]
 			return runWait(cmd.Context(), opts)
 		},
 	}
@@ -175,11 +211,11 @@ func runWait(ctx context.Context, opts *waitOptions) error {
 	if opts.timeout < 0 {
 		return exitf(ExitUsage, "--timeout must not be negative")
 	}
-	c, k, err := dial(ctx, opts.cmd, opts.env)
+	c, err := opts.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer k.Close()
+	defer c.Close()
 	si, err := c.Session(ctx, opts.sessionID)
 	if err != nil {
 		return apiExit(err)
@@ -187,19 +223,15 @@ func runWait(ctx context.Context, opts *waitOptions) error {
 	wctx, cancel := withTimeout(ctx, opts.timeout)
 	defer cancel()
 	// Start at the current end: wait needs the end, not the history.
-	if err := k.Subscribe(wctx, si.ID, si.LastSeq); err != nil {
-		return timeoutExit(wctx, ackExit(err), "session "+si.ID)
-	}
-	end, err := streamSession(wctx, opts.env, k, si.ID, streamOptions{quiet: true})
+	end, err := opts.followSession(wctx, c, si.ID, si.LastSeq, followOptions{quiet: true})
 	if err != nil {
-		return timeoutExit(wctx, err, "session "+si.ID)
+		return err
 	}
 	return finishWait(ctx, opts.env, c, end, opts.json)
 }
 
 type lsOptions struct {
-	env       *Env
-	cmd       *cobra.Command
+	daemonCmd
 	scope     string
 	directory string
 	agent     string
@@ -214,7 +246,7 @@ type lsResult struct {
 }
 
 func newLsCmd(env *Env) *cobra.Command {
-	opts := &lsOptions{env: env}
+	opts := &lsOptions{}
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List sessions: reeve's own, and those agents ran outside reeve",
@@ -223,19 +255,23 @@ DISCOVERED the sessions agents ran outside reeve (found in their transcripts),
 ALL (the default) both.
 
 --format takes a Go template applied to each session, e.g.
-'{{.ID}} {{.Status}}'; reeve's sessions have the fields of the --json
-"sessions" entries (ID, Agent, Status, Directory, Workdir, Prompt, ...),
-discovered ones those of the "discovered" entries (Agent, ID, Directory, Title,
-Path, StartedAt, UpdatedAt).`,
+'{{.ID}} {{.Status}}'. Every session, reeve's or discovered, has all of
+these fields (empty where they do not apply):
+` + lsFieldHelp,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { opts.cmd = cmd; return runLs(cmd.Context(), opts) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			return runLs(cmd.Context(), opts)
+		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.scope, "scope", wire.ScopeAll, "ALL, ACTIVE or DISCOVERED")
 	f.StringVar(&opts.directory, "directory", "", "only sessions in this registered directory (id)")
 	f.StringVar(&opts.agent, "agent", "", "only sessions of this agent")
 	f.BoolVar(&opts.json, "json", false, "print as JSON")
-	f.StringVar(&opts.format, "format", "", "Go template for each session")
+	f.StringVar(&opts.format, "format", "", "Go template for each session (fields: see --help)")
 	return cmd
 }
 
@@ -246,23 +282,23 @@ func runLs(ctx context.Context, opts *lsOptions) error {
 	default:
 		return exitf(ExitUsage, "--scope must be ALL, ACTIVE or DISCOVERED, not %q", opts.scope)
 	}
-	var tmpl *template.Template
+	var tmpl *lsTemplate
 	if opts.format != "" {
 		if opts.json {
 			return exitf(ExitUsage, "--format and --json cannot be used together")
 		}
-		t, err := template.New("format").Option("missingkey=error").Parse(opts.format)
+		t, err := parseLsTemplate(opts.format)
 		if err != nil {
-			return exitf(ExitUsage, "--format: %v", err)
+			return err
 		}
 		tmpl = t
 	}
-	_, k, err := dial(ctx, opts.cmd, opts.env)
+	c, p, err := opts.protocol(ctx)
 	if err != nil {
 		return err
 	}
-	defer k.Close()
-	res, found, err := k.List(ctx, wire.ListRequest{Scope: scope, DirectoryID: opts.directory, Agent: opts.agent})
+	defer c.Close()
+	res, found, err := p.List(ctx, wire.ListRequest{Scope: scope, DirectoryID: opts.directory, Agent: opts.agent})
 	if err != nil {
 		return ackExit(err)
 	}
@@ -270,6 +306,9 @@ func runLs(ctx context.Context, opts *lsOptions) error {
 		fmt.Fprintln(opts.env.Err, "reeve: --directory applies to reeve's sessions; discovered sessions are not in registered directories")
 	}
 	out := lsResult{Sessions: res.Sessions, Discovered: found}
+	if out.Sessions == nil {
+		out.Sessions = []wire.SessionInfo{}
+	}
 	if out.Discovered == nil {
 		out.Discovered = []wire.DiscoveredInfo{}
 	}
@@ -278,12 +317,12 @@ func runLs(ctx context.Context, opts *lsOptions) error {
 		return writeJSON(opts.env.Out, out)
 	case tmpl != nil:
 		for _, s := range out.Sessions {
-			if err := execLine(opts.env, tmpl, s); err != nil {
+			if err := tmpl.line(opts.env.Out, rowOf(s)); err != nil {
 				return err
 			}
 		}
 		for _, d := range out.Discovered {
-			if err := execLine(opts.env, tmpl, d); err != nil {
+			if err := tmpl.line(opts.env.Out, discoveredRow(d)); err != nil {
 				return err
 			}
 		}
@@ -308,47 +347,42 @@ func runLs(ctx context.Context, opts *lsOptions) error {
 	return w.Flush()
 }
 
-func execLine(env *Env, t *template.Template, v any) error {
-	if err := t.Execute(env.Out, v); err != nil {
-		return exitf(ExitUsage, "--format: %v", err)
-	}
-	_, err := fmt.Fprintln(env.Out)
-	return err
-}
-
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 type sessionStopOptions struct {
-	env       *Env
-	cmd       *cobra.Command
+	daemonCmd
 	sessionID string
 }
 
 type manifestOptions struct {
-	env       *Env
-	cmd       *cobra.Command
+	daemonCmd
 	sessionID string
 	json      bool
 }
 
 func newSessionCmd(env *Env) *cobra.Command {
-	stop := &sessionStopOptions{env: env}
+	stop := &sessionStopOptions{}
 	stopCmd := &cobra.Command{
 		Use:   "stop SID",
 		Short: "Stop (kill) a running session",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			stop.cmd, stop.sessionID = cmd, args[0]
+			if err := stop.bind(cmd, env); err != nil {
+				return err
+			}
+			stop.sessionID = args[0]
 			return runSessionStop(cmd.Context(), stop)
 		},
 	}
-	man := &manifestOptions{env: env}
+	man := &manifestOptions{}
 	manCmd := &cobra.Command{
 		Use:   "manifest --session SID",
 		Short: "Print a session's manifest: provider, model, directory, agent version, governance",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			man.cmd = cmd
+			if err := man.bind(cmd, env); err != nil {
+				return err
+			}
 			return runManifest(cmd.Context(), man)
 		},
 	}
@@ -359,12 +393,12 @@ func newSessionCmd(env *Env) *cobra.Command {
 }
 
 func runSessionStop(ctx context.Context, opts *sessionStopOptions) error {
-	_, k, err := dial(ctx, opts.cmd, opts.env)
+	c, p, err := opts.protocol(ctx)
 	if err != nil {
 		return err
 	}
-	defer k.Close()
-	if err := k.Kill(ctx, opts.sessionID); err != nil {
+	defer c.Close()
+	if err := p.Kill(ctx, wire.KillRequest{SessionID: opts.sessionID}); err != nil {
 		return ackExit(err)
 	}
 	fmt.Fprintf(opts.env.Err, "reeve: stopping session %s\n", opts.sessionID)
@@ -372,10 +406,11 @@ func runSessionStop(ctx context.Context, opts *sessionStopOptions) error {
 }
 
 func runManifest(ctx context.Context, opts *manifestOptions) error {
-	c, _, err := connect(opts.cmd, opts.env)
+	c, err := opts.connect(ctx)
 	if err != nil {
 		return err
 	}
+	defer c.Close()
 	m, err := c.Manifest(ctx, opts.sessionID)
 	if err != nil {
 		return apiExit(err)

@@ -9,28 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
-
-	"reeve.dev/reeve/daemon/controlclient"
 	"reeve.dev/reeve/daemon/wire"
 )
 
-// dial opens the control protocol of the daemon running from the home.
-func dial(ctx context.Context, cmd *cobra.Command, env *Env) (*controlclient.Client, *controlclient.Conn, error) {
-	c, _, err := connect(cmd, env)
-	if err != nil {
-		return nil, nil, err
-	}
-	k, err := c.Dial(ctx)
-	if err != nil {
-		return nil, nil, apiExit(err)
-	}
-	return c, k, nil
-}
-
 // ackExit maps a refused control request to an exit code.
 func ackExit(err error) error {
-	var ae *controlclient.AckError
+	var ae *wire.AckError
 	if !errors.As(err, &ae) {
 		return apiExit(err)
 	}
@@ -55,53 +39,6 @@ func sessionExit(status string) error {
 		return nil
 	}
 	return silentExit(ExitSessionBad)
-}
-
-// streamOptions shape how a session's frames are shown.
-type streamOptions struct {
-	json  bool // one JSON frame per line on stdout
-	quiet bool // show nothing, only wait for the end
-}
-
-// streamSession prints a subscribed session's frames until its
-// session-ended frame, and returns that frame.
-func streamSession(ctx context.Context, env *Env, k *controlclient.Conn, sessionID string, so streamOptions) (wire.SessionEnded, error) {
-	r := &renderer{w: env.Out}
-	for {
-		select {
-		case <-ctx.Done():
-			return wire.SessionEnded{}, ctx.Err()
-		case f, ok := <-k.Events():
-			if !ok {
-				return wire.SessionEnded{}, withExit(ExitNotRunning, fmt.Errorf("lost the daemon while following %s: %v", sessionID, k.Err()))
-			}
-			switch f.Type {
-			case wire.TypeSessionUpdate:
-				var u wire.SessionUpdate
-				if json.Unmarshal(f.Raw, &u) != nil || u.SessionID != sessionID {
-					continue
-				}
-				if so.quiet {
-					continue
-				}
-				if so.json {
-					env.Out.Write(append(append([]byte{}, f.Raw...), '\n'))
-				} else {
-					r.render(u)
-				}
-			case wire.TypeSessionEnded:
-				var e wire.SessionEnded
-				if json.Unmarshal(f.Raw, &e) != nil || e.SessionID != sessionID {
-					continue
-				}
-				if so.json && !so.quiet {
-					env.Out.Write(append(append([]byte{}, f.Raw...), '\n'))
-				}
-				r.finish()
-				return e, nil
-			}
-		}
-	}
 }
 
 // renderer prints session events for a person at a terminal.
@@ -189,7 +126,7 @@ func (r *renderer) render(u wire.SessionUpdate) {
 	case wire.KindPermissionRequest:
 		var d wire.PermissionRequest
 		json.Unmarshal(u.Data, &d)
-		r.line("[permission] %s %s waits for you: reeve permit allow %s  (or: reeve permit deny %s --reason ...)", d.Tool, clip(string(d.Input), 200), d.ID, d.ID)
+		r.line("[permission] %s %s waits for a decision (request %s)", d.Tool, clip(string(d.Input), 200), d.ID)
 	case wire.KindPermissionDecision:
 		var d wire.PermissionDecision
 		json.Unmarshal(u.Data, &d)
@@ -219,9 +156,11 @@ func withTimeout(ctx context.Context, seconds int) (context.Context, context.Can
 	return context.WithCancel(ctx)
 }
 
-// timeoutExit turns a deadline into the documented timeout exit.
+// timeoutExit turns the deadline of a wait (ctx, from --timeout) into the
+// documented timeout exit; a call to the daemon that ran out of time is
+// another failure (apiExit).
 func timeoutExit(ctx context.Context, err error, what string) error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return exitf(ExitTimeout, "timed out waiting for %s (it keeps running)", what)
 	}
 	return err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,8 +24,10 @@ import (
 
 type startOptions struct {
 	env        *Env
-	cmd        *cobra.Command
 	foreground bool
+	// launch is the configuration, resolved from the flags, the
+	// environment and the config file before the command runs.
+	launch home.Launch
 }
 
 func newStartCmd(env *Env) *cobra.Command {
@@ -33,7 +36,14 @@ func newStartCmd(env *Env) *cobra.Command {
 		Use:   "start",
 		Short: "Start the daemon (supervisor and worker), in the background by default",
 		Args:  noArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { opts.cmd = cmd; return runStart(cmd.Context(), opts) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			resolved, err := config.Load(config.LoadOptions{Flags: cmd.Flags(), Getenv: env.Getenv})
+			if err != nil {
+				return configExit(err)
+			}
+			opts.launch = launchFrom(resolved)
+			return runStart(cmd.Context(), opts)
+		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&opts.foreground, "foreground", false, "run in the foreground instead of detaching")
@@ -50,12 +60,18 @@ func newStartCmd(env *Env) *cobra.Command {
 }
 
 func runStart(ctx context.Context, opts *startOptions) error {
-	resolved, err := config.Load(config.LoadOptions{Flags: opts.cmd.Flags(), Getenv: opts.env.Getenv})
-	if err != nil {
-		return configExit(err)
-	}
-	return startDaemon(ctx, opts.env, launchFrom(resolved), opts.foreground)
+	return startDaemon(ctx, opts.env, opts.launch, opts.foreground, "pass --listen with another port (--listen 127.0.0.1:0 picks a free one)")
 }
+
+// errAlreadyRunning is a start refused because a daemon already runs from
+// the home; a command that only needs some daemon goes on with that one.
+var errAlreadyRunning = errors.New("a daemon is already running")
+
+// alreadyRunning is errAlreadyRunning with the message that says where.
+type alreadyRunning struct{ msg string }
+
+func (e alreadyRunning) Error() string      { return e.msg }
+func (alreadyRunning) Is(target error) bool { return target == errAlreadyRunning }
 
 // checkLaunch refuses a launch configuration that must not run, before any
 // process is started.
@@ -81,7 +97,9 @@ func checkLaunch(l home.Launch) error {
 
 // startDaemon validates the launch, persists it and starts the supervisor,
 // then waits until the worker reports it is listening or why it is not.
-func startDaemon(ctx context.Context, env *Env, l home.Launch, foreground bool) error {
+// inUse says, in the terms of the calling command, how to choose another
+// address when the one launched is taken.
+func startDaemon(ctx context.Context, env *Env, l home.Launch, foreground bool, inUse string) error {
 	if err := checkLaunch(l); err != nil {
 		return err
 	}
@@ -96,7 +114,7 @@ func startDaemon(ctx context.Context, env *Env, l home.Launch, foreground bool) 
 		if p, err := home.ReadPID(dir.SupervisorPIDFile()); err == nil {
 			pid = fmt.Sprintf(" (supervisor pid %d)", p.PID)
 		}
-		return exitf(ExitConflict, "a daemon is already running from %s%s; use `reeve restart` to apply new settings", dir, pid)
+		return &ExitError{Code: ExitConflict, Err: alreadyRunning{fmt.Sprintf("a daemon is already running from %s%s; use `reeve restart` to apply new settings", dir, pid)}}
 	}
 	if err := dir.WriteLaunch(l); err != nil {
 		return withExit(ExitFailure, err)
@@ -106,16 +124,16 @@ func startDaemon(ctx context.Context, env *Env, l home.Launch, foreground bool) 
 		return withExit(ExitFailure, fmt.Errorf("locate the reeve executable: %w", err))
 	}
 	if foreground {
-		return runSupervisorForeground(ctx, env, dir, exe)
+		return runSupervisorForeground(ctx, env, dir, exe, inUse)
 	}
-	return spawnSupervisor(ctx, env, dir, exe)
+	return spawnSupervisor(ctx, env, dir, exe, inUse)
 }
 
 // runSupervisorForeground runs the supervisor in this process, logging to
 // stderr, until interrupted.
-func runSupervisorForeground(ctx context.Context, env *Env, dir home.Dir, exe string) error {
+func runSupervisorForeground(ctx context.Context, env *Env, dir home.Dir, exe, inUse string) error {
 	r, w := io.Pipe()
-	go reportReadiness(env, dir, bufio.NewReader(r), nil)
+	go reportReadiness(env, dir, bufio.NewReader(r), nil, inUse)
 	err := supervisor.Run(ctx, supervisor.Options{
 		Home: dir, Executable: exe, WorkerArgs: workerArgs(dir), Log: env.Err, Status: w,
 	})
@@ -128,7 +146,7 @@ func runSupervisorForeground(ctx context.Context, env *Env, dir home.Dir, exe st
 
 // spawnSupervisor starts a detached supervisor process and reads its first
 // readiness report from a pipe passed as file descriptor 3.
-func spawnSupervisor(ctx context.Context, env *Env, dir home.Dir, exe string) error {
+func spawnSupervisor(ctx context.Context, env *Env, dir home.Dir, exe, inUse string) error {
 	logf, err := os.OpenFile(dir.LogFile(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return withExit(ExitFailure, fmt.Errorf("open daemon log: %w", err))
@@ -161,7 +179,7 @@ func spawnSupervisor(ctx context.Context, env *Env, dir home.Dir, exe string) er
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 
-	err = reportReadiness(env, dir, bufio.NewReader(statusR), exited)
+	err = reportReadiness(env, dir, bufio.NewReader(statusR), exited, inUse)
 	if err != nil {
 		// Make sure nothing is left half-started.
 		select {
@@ -177,7 +195,7 @@ func spawnSupervisor(ctx context.Context, env *Env, dir home.Dir, exe string) er
 
 // reportReadiness waits for the readiness line and tells the user the
 // outcome, with progress on a slow start.
-func reportReadiness(env *Env, dir home.Dir, r *bufio.Reader, exited <-chan struct{}) error {
+func reportReadiness(env *Env, dir home.Dir, r *bufio.Reader, exited <-chan struct{}, inUse string) error {
 	linec := make(chan []byte, 1)
 	go func() {
 		line, _ := r.ReadBytes('\n')
@@ -192,6 +210,9 @@ func reportReadiness(env *Env, dir home.Dir, r *bufio.Reader, exited <-chan stru
 			var rd wire.Readiness
 			if len(line) == 0 || json.Unmarshal(line, &rd) != nil {
 				return startFailure("the supervisor exited without reporting; see " + dir.LogFile() + lastLogLines(dir))
+			}
+			if !rd.Ready && rd.Reason == wire.ReadinessAddressInUse {
+				return exitf(ExitConflict, "daemon did not start: %s; %s", rd.Error, inUse)
 			}
 			if !rd.Ready {
 				return startFailure(rd.Error)
@@ -213,7 +234,7 @@ func reportReadiness(env *Env, dir home.Dir, r *bufio.Reader, exited <-chan stru
 
 func startFailure(msg string) error {
 	if strings.Contains(msg, "already running") {
-		return exitf(ExitConflict, "%s", msg)
+		return &ExitError{Code: ExitConflict, Err: alreadyRunning{msg}}
 	}
 	return exitf(ExitFailure, "daemon did not start: %s", msg)
 }

@@ -12,14 +12,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"reeve.dev/reeve/daemon/controlclient"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
 )
 
 type statusOptions struct {
-	env  *Env
-	cmd  *cobra.Command
+	daemonCmd
 	json bool
 }
 
@@ -56,24 +54,25 @@ type reachInfo struct {
 }
 
 func newStatusCmd(env *Env) *cobra.Command {
-	opts := &statusOptions{env: env}
+	opts := &statusOptions{}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Report whether the daemon is running, stopped or unresponsive",
 		Long:  "Report the daemon's state: running (health answers), stopped (no live supervisor) or unresponsive (alive, but health does not answer within 2s). Exit code 0, 3 or 9 respectively.",
 		Args:  noArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { opts.cmd = cmd; return runStatus(cmd.Context(), opts) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			return runStatus(cmd.Context(), opts)
+		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print as JSON")
 	return cmd
 }
 
 func runStatus(ctx context.Context, opts *statusOptions) error {
-	dir, err := homeDir(opts.cmd, opts.env)
-	if err != nil {
-		return err
-	}
-	st, err := probeDaemon(ctx, dir)
+	st, err := probeDaemon(ctx, &opts.daemonCmd)
 	if err != nil {
 		return withExit(ExitFailure, err)
 	}
@@ -95,7 +94,8 @@ func runStatus(ctx context.Context, opts *statusOptions) error {
 
 // probeDaemon combines the supervisor lock, the pidfiles and a bounded
 // /health call into one state.
-func probeDaemon(ctx context.Context, dir home.Dir) (daemonStatus, error) {
+func probeDaemon(ctx context.Context, d *daemonCmd) (daemonStatus, error) {
+	dir := d.home
 	st := daemonStatus{State: stateStopped, Home: string(dir)}
 	locked, err := dir.Locked()
 	if err != nil {
@@ -112,7 +112,7 @@ func probeDaemon(ctx context.Context, dir home.Dir) (daemonStatus, error) {
 	if !locked {
 		return st, nil
 	}
-	c, ep, err := controlclient.FromHome(dir, healthTimeout)
+	ep, err := dir.ReadEndpoint()
 	if errors.Is(err, fs.ErrNotExist) {
 		st.State = stateUnresponsive
 		st.Reachability.Error = "the worker has not recorded an endpoint (starting, or restarting after a crash)"
@@ -124,6 +124,11 @@ func probeDaemon(ctx context.Context, dir home.Dir) (daemonStatus, error) {
 	st.Reachability.Network, st.Reachability.Address = ep.Network, ep.Address
 	hctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
+	c, err := d.connect(hctx)
+	if err != nil {
+		return st, err
+	}
+	defer c.Close()
 	h, err := c.Health(hctx)
 	if err != nil {
 		st.State = stateUnresponsive

@@ -1,25 +1,28 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/daemon/wire"
 )
 
 type stopOptions struct {
-	env     *Env
-	cmd     *cobra.Command
+	daemonCmd
 	force   bool
 	timeout int
 	json    bool
+	yes     bool
 }
 
 // stopResult is the --json shape of `reeve stop`.
@@ -31,16 +34,25 @@ type stopResult struct {
 }
 
 func newStopCmd(env *Env) *cobra.Command {
-	opts := &stopOptions{env: env}
+	opts := &stopOptions{}
 	cmd := &cobra.Command{
 		Use:   "stop",
 		Short: "Stop the daemon gracefully",
-		Args:  noArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { opts.cmd = cmd; return runStop(cmd.Context(), opts) },
+		Long: `Stop the daemon gracefully and wait until it has. Running sessions are
+interrupted: stop names them first and, on a terminal, asks before it goes
+on (--yes does not ask; declining exits 5).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.bind(cmd, env); err != nil {
+				return err
+			}
+			return runStop(cmd.Context(), opts)
+		},
 	}
 	cmd.Flags().BoolVar(&opts.force, "force", false, "send SIGKILL to the daemon's process group instead of stopping gracefully")
 	cmd.Flags().IntVar(&opts.timeout, "timeout", 15, "seconds to wait for the daemon to stop")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the result as JSON")
+	cmd.Flags().BoolVarP(&opts.yes, "yes", "y", false, "do not ask before interrupting running sessions")
 	return cmd
 }
 
@@ -48,11 +60,13 @@ func runStop(ctx context.Context, opts *stopOptions) error {
 	if opts.timeout <= 0 {
 		return exitf(ExitUsage, "--timeout must be a positive number of seconds, got %d", opts.timeout)
 	}
-	dir, err := homeDir(opts.cmd, opts.env)
-	if err != nil {
-		return err
+	running := opts.interrupted(ctx, "stopping the daemon")
+	if len(running) > 0 && !opts.yes && inTerminal(opts.env.In) {
+		if !confirm(opts.env, "reeve: stop the daemon and interrupt them? [y/N] ") {
+			return exitf(ExitConflict, "not stopped: %d sessions are running (pass --yes to stop anyway)", len(running))
+		}
 	}
-	res, err := stopDaemon(ctx, opts.env, dir, opts.force, time.Duration(opts.timeout)*time.Second)
+	res, err := stopDaemon(ctx, opts.env, opts.home, opts.force, time.Duration(opts.timeout)*time.Second)
 	if err != nil {
 		return err
 	}
@@ -65,6 +79,51 @@ func runStop(ctx context.Context, opts *stopOptions) error {
 	}
 	fmt.Fprintf(opts.env.Err, "reeve: daemon %s (supervisor pid %d)\n", how, res.SupervisorPID)
 	return nil
+}
+
+// interrupted lists, on stderr, the sessions the running daemon would
+// interrupt by doing what; a daemon that does not answer lists nothing,
+// saying so.
+func (d *daemonCmd) interrupted(ctx context.Context, doing string) []wire.SessionInfo {
+	if locked, err := d.home.Locked(); err != nil || !locked {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, p, err := d.protocol(ctx)
+	if err != nil {
+		fmt.Fprintf(d.env.Err, "reeve: cannot list the running sessions (%v)\n", err)
+		return nil
+	}
+	defer c.Close()
+	res, _, err := p.List(ctx, wire.ListRequest{Scope: wire.ScopeActive})
+	if err != nil {
+		fmt.Fprintf(d.env.Err, "reeve: cannot list the running sessions (%v)\n", err)
+		return nil
+	}
+	if len(res.Sessions) == 0 {
+		return nil
+	}
+	noun := "sessions"
+	if len(res.Sessions) == 1 {
+		noun = "session"
+	}
+	fmt.Fprintf(d.env.Err, "reeve: %s interrupts %d running %s:\n", doing, len(res.Sessions), noun)
+	for _, s := range res.Sessions {
+		fmt.Fprintf(d.env.Err, "reeve:   %s  %s  %s  %s\n", s.ID, s.Agent, s.Status, clip(oneLine(s.Prompt), 60))
+	}
+	return res.Sessions
+}
+
+// confirm asks a yes-or-no question on the terminal; only yes is yes.
+func confirm(env *Env, question string) bool {
+	fmt.Fprint(env.Err, question)
+	line, _ := bufio.NewReader(env.In).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true
+	}
+	return false
 }
 
 // stopDaemon ends the daemon running from dir and waits until its lock is

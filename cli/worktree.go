@@ -2,23 +2,21 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
-	"reeve.dev/reeve/daemon/controlclient"
 	"reeve.dev/reeve/daemon/wire"
 )
 
 // worktreeOptions are shared by the worktree subcommands; each uses the
 // fields it needs.
 type worktreeOptions struct {
-	env       *Env
-	cmd       *cobra.Command
+	daemonCmd
 	sessionID string
 	sha       string
 	prompt    string
@@ -28,11 +26,13 @@ type worktreeOptions struct {
 
 func newWorktreeCmd(env *Env) *cobra.Command {
 	sub := func(use, short string, args cobra.PositionalArgs, run func(context.Context, *worktreeOptions) error, flags func(*cobra.Command, *worktreeOptions)) *cobra.Command {
-		opts := &worktreeOptions{env: env}
+		opts := &worktreeOptions{}
 		c := &cobra.Command{
 			Use: use, Short: short, Args: args,
 			RunE: func(cmd *cobra.Command, a []string) error {
-				opts.cmd = cmd
+				if err := opts.bind(cmd, env); err != nil {
+					return err
+				}
 				if len(a) > 0 {
 					opts.sessionID = a[0]
 				}
@@ -73,21 +73,23 @@ every turn. These commands inspect and steer that work; see docs/worktrees.md.`
 	return group
 }
 
-// worktreeRequest sends one worktree request and decodes its result.
-func worktreeRequest[T any](ctx context.Context, opts *worktreeOptions, build func(id string) any) (T, error) {
+// worktreeTimeout bounds a worktree request: git work on a large
+// repository takes longer than the other requests.
+const worktreeTimeout = 5 * time.Minute
+
+// worktreeRequest sends one worktree request through call.
+func worktreeRequest[T any](ctx context.Context, opts *worktreeOptions, call func(context.Context, Protocol) (T, error)) (T, error) {
 	var out T
-	_, k, err := dial(ctx, opts.cmd, opts.env)
+	c, p, err := opts.protocol(ctx)
 	if err != nil {
 		return out, err
 	}
-	defer k.Close()
-	id := k.NewID()
-	a, err := k.Do(ctx, id, build(id))
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, worktreeTimeout)
+	defer cancel()
+	out, err = call(ctx, p)
 	if err != nil {
 		return out, worktreeExit(err)
-	}
-	if err := json.Unmarshal(a.Result, &out); err != nil {
-		return out, fmt.Errorf("decode the daemon's answer: %w", err)
 	}
 	return out, nil
 }
@@ -96,7 +98,7 @@ func worktreeRequest[T any](ctx context.Context, opts *worktreeOptions, build fu
 // checkpoint that is not the session's is not found (4); refusals because
 // of the state of the session or the repository conflict (5).
 func worktreeExit(err error) error {
-	var ae *controlclient.AckError
+	var ae *wire.AckError
 	if errors.As(err, &ae) {
 		switch ae.Code {
 		case wire.CodeUnknownCheckpoint:
@@ -112,8 +114,8 @@ func worktreeExit(err error) error {
 }
 
 func runWorktreeLs(ctx context.Context, opts *worktreeOptions) error {
-	res, err := worktreeRequest[wire.WorktreeList](ctx, opts, func(id string) any {
-		return wire.WorktreeRequest{Type: wire.TypeWorktreeList, ID: id}
+	res, err := worktreeRequest(ctx, opts, func(ctx context.Context, p Protocol) (wire.WorktreeList, error) {
+		return p.WorktreeList(ctx, wire.WorktreeListRequest{})
 	})
 	if err != nil {
 		return err
@@ -141,8 +143,8 @@ func runWorktreeLs(ctx context.Context, opts *worktreeOptions) error {
 }
 
 func runWorktreeDiffs(ctx context.Context, opts *worktreeOptions) error {
-	d, err := worktreeRequest[wire.WorktreeDiff](ctx, opts, func(id string) any {
-		return wire.WorktreeRequest{Type: wire.TypeWorktreeDiff, ID: id, SessionID: opts.sessionID}
+	d, err := worktreeRequest(ctx, opts, func(ctx context.Context, p Protocol) (wire.WorktreeDiff, error) {
+		return p.WorktreeDiff(ctx, wire.WorktreeDiffRequest{SessionID: opts.sessionID})
 	})
 	if err != nil {
 		return err
@@ -160,8 +162,8 @@ func runWorktreeDiffs(ctx context.Context, opts *worktreeOptions) error {
 }
 
 func runWorktreeSummary(ctx context.Context, opts *worktreeOptions) error {
-	s, err := worktreeRequest[wire.WorktreeSummary](ctx, opts, func(id string) any {
-		return wire.WorktreeRequest{Type: wire.TypeWorktreeSummary, ID: id, SessionID: opts.sessionID}
+	s, err := worktreeRequest(ctx, opts, func(ctx context.Context, p Protocol) (wire.WorktreeSummary, error) {
+		return p.WorktreeSummary(ctx, wire.WorktreeSummaryRequest{SessionID: opts.sessionID})
 	})
 	if err != nil {
 		return err
@@ -196,8 +198,8 @@ func runWorktreeRollback(ctx context.Context, opts *worktreeOptions) error {
 	if opts.sha == "" {
 		return exitf(ExitUsage, "--to must name a checkpoint SHA")
 	}
-	r, err := worktreeRequest[wire.RollbackResult](ctx, opts, func(id string) any {
-		return wire.RollbackRequest{Type: wire.TypeRollback, ID: id, SessionID: opts.sessionID, SHA: opts.sha}
+	r, err := worktreeRequest(ctx, opts, func(ctx context.Context, p Protocol) (wire.RollbackResult, error) {
+		return p.Rollback(ctx, wire.RollbackRequest{SessionID: opts.sessionID, SHA: opts.sha})
 	})
 	if err != nil {
 		return err
@@ -217,8 +219,8 @@ func runWorktreeRetry(ctx context.Context, opts *worktreeOptions) error {
 	if opts.sha == "" {
 		return exitf(ExitUsage, "--from must name a checkpoint SHA")
 	}
-	r, err := worktreeRequest[wire.BranchRetryResult](ctx, opts, func(id string) any {
-		return wire.BranchRetryRequest{Type: wire.TypeBranchRetry, ID: id, SessionID: opts.sessionID, SHA: opts.sha, Prompt: opts.prompt}
+	r, err := worktreeRequest(ctx, opts, func(ctx context.Context, p Protocol) (wire.BranchRetryResult, error) {
+		return p.BranchRetry(ctx, wire.BranchRetryRequest{SessionID: opts.sessionID, SHA: opts.sha, Prompt: opts.prompt})
 	})
 	if err != nil {
 		return err
@@ -232,8 +234,8 @@ func runWorktreeRetry(ctx context.Context, opts *worktreeOptions) error {
 }
 
 func runWorktreeSquash(ctx context.Context, opts *worktreeOptions) error {
-	r, err := worktreeRequest[wire.SquashMergeResult](ctx, opts, func(id string) any {
-		return wire.SquashMergeRequest{Type: wire.TypeSquashMerge, ID: id, SessionID: opts.sessionID, Message: opts.message}
+	r, err := worktreeRequest(ctx, opts, func(ctx context.Context, p Protocol) (wire.SquashMergeResult, error) {
+		return p.SquashMerge(ctx, wire.SquashMergeRequest{SessionID: opts.sessionID, Message: opts.message})
 	})
 	if err != nil {
 		return err
@@ -251,8 +253,8 @@ func runWorktreeSquash(ctx context.Context, opts *worktreeOptions) error {
 }
 
 func runWorktreeRm(ctx context.Context, opts *worktreeOptions) error {
-	r, err := worktreeRequest[wire.WorktreeRemoveResult](ctx, opts, func(id string) any {
-		return wire.WorktreeRequest{Type: wire.TypeWorktreeRemove, ID: id, SessionID: opts.sessionID}
+	r, err := worktreeRequest(ctx, opts, func(ctx context.Context, p Protocol) (wire.WorktreeRemoveResult, error) {
+		return p.WorktreeRemove(ctx, wire.WorktreeRemoveRequest{SessionID: opts.sessionID})
 	})
 	if err != nil {
 		return err

@@ -69,7 +69,8 @@ func (a *Adapter) ID() string { return ID }
 // Describe finds the executable and asks it for its version (once per
 // executable file).
 func (a *Adapter) Describe(ctx context.Context) agents.Info {
-	return a.program().Describe(ctx, agents.Info{ID: ID, Provider: "openai", Structured: true, Resumable: true})
+	return a.program().Describe(ctx, agents.Info{ID: ID, Provider: "openai", Structured: true, Resumable: true,
+		Governance: "each shell command passes Codex's PreToolUse hook to reeve (codex exec itself never asks); tools Codex does not route through that hook are confined by its workspace-write sandbox only"})
 }
 
 func (a *Adapter) program() ptyrun.Program {

@@ -181,14 +181,19 @@ func TestDetectModeWaitsForHuman(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	k, err := c.Dial(ctx)
+	k, err := c.Dial(ctx, controlclient.ConnOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer k.Close()
-	if err := k.Subscribe(ctx, sid2, 0); err != nil {
+	sub, err := k.Subscribe(ctx, sid2, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
+	go func() {
+		for range sub.Updates() {
+		}
+	}()
 	var asked wire.HookPermissionRequest
 	var resolved wire.HookPermissionResolved
 	for resolved.Type == "" {

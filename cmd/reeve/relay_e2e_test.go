@@ -13,6 +13,7 @@ import (
 	"reeve.dev/reeve/daemon/controlclient"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/daemon/wireclient"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/sdk/remote"
 )
@@ -62,7 +63,7 @@ func TestRemoteSessionThroughServerRelay(t *testing.T) {
 	defer c.Close()
 	work := t.TempDir()
 	h.must("add", work)
-	si, err := c.Launch(ctx, remote.LaunchRequest{Directory: work, Agent: "shell", Prompt: "for i in 1 2 3; do echo remote-$i; done"})
+	si, err := c.Launch(ctx, wire.LaunchRequest{Directory: work, Agent: "shell", Prompt: "for i in 1 2 3; do echo remote-$i; done"})
 	if err != nil {
 		t.Fatalf("remote launch: %v", err)
 	}
@@ -70,7 +71,7 @@ func TestRemoteSessionThroughServerRelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []remote.SessionUpdate
+	var got []wireclient.Update
 	for u := range sub.Updates() {
 		got = append(got, u)
 	}
@@ -163,7 +164,7 @@ func TestRemoteFollowAcrossServerRestart(t *testing.T) {
 	defer c.Close()
 	work := t.TempDir()
 	h.must("add", work)
-	si, err := c.Launch(ctx, remote.LaunchRequest{Directory: work, Agent: "shell",
+	si, err := c.Launch(ctx, wire.LaunchRequest{Directory: work, Agent: "shell",
 		Prompt: "for i in $(seq 1 400); do echo line-$i; sleep 0.02; done"})
 	if err != nil {
 		t.Fatalf("remote launch: %v", err)
@@ -172,7 +173,7 @@ func TestRemoteFollowAcrossServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []remote.SessionUpdate
+	var got []wireclient.Update
 	restarted := false
 	for u := range sub.Updates() {
 		got = append(got, u)

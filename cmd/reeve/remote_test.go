@@ -9,12 +9,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +21,7 @@ import (
 	"reeve.dev/reeve/daemon/controlclient"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/daemon/wireclient"
 	"reeve.dev/reeve/server/relay"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/sdk/e2e"
@@ -253,7 +251,7 @@ func TestRemoteControlThroughRelay(t *testing.T) {
 	const marker = "RVMARK-9c1e"
 	work := t.TempDir()
 	h.must("add", work)
-	si, err := c.Launch(ctx, remote.LaunchRequest{Directory: work, Agent: "shell",
+	si, err := c.Launch(ctx, wire.LaunchRequest{Directory: work, Agent: "shell",
 		Prompt: "for i in $(seq 1 300); do echo " + marker + "-$i; sleep 0.01; done"})
 	if err != nil {
 		t.Fatalf("remote launch: %v", err)
@@ -262,7 +260,7 @@ func TestRemoteControlThroughRelay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("subscribe: %v", err)
 	}
-	var got []remote.SessionUpdate
+	var got []wireclient.Update
 	dropped := false
 	for u := range sub.Updates() {
 		got = append(got, u)
@@ -312,14 +310,14 @@ func TestRemoteControlThroughRelay(t *testing.T) {
 	}
 
 	// Prompt and kill through the relay too.
-	if err := c.Prompt(ctx, si.ID, "echo "+marker+"-again; sleep 30"); err != nil {
+	if err := c.Prompt(ctx, wire.PromptRequest{SessionID: si.ID, Text: "echo " + marker + "-again; sleep 30"}); err != nil {
 		t.Fatalf("remote prompt: %v", err)
 	}
 	waitFor(t, "the second turn to run", 20*time.Second, func() bool {
-		l, err := c.List(ctx, remote.ListRequest{Scope: "ACTIVE"})
+		l, _, err := c.List(ctx, wire.ListRequest{Scope: "ACTIVE"})
 		return err == nil && len(l.Sessions) == 1 && l.Sessions[0].ID == si.ID
 	})
-	if err := c.Kill(ctx, si.ID); err != nil {
+	if err := c.Kill(ctx, wire.KillRequest{SessionID: si.ID}); err != nil {
 		t.Fatalf("remote kill: %v", err)
 	}
 	waitFor(t, "the session to be killed", 20*time.Second, func() bool {
@@ -358,7 +356,7 @@ func TestRemoteControlThroughRelay(t *testing.T) {
 		}
 		tp.set(tc.to, tc.mode)
 		lctx, done := context.WithTimeout(ctx, 10*time.Second)
-		tc2.List(lctx, remote.ListRequest{})
+		tc2.List(lctx, wire.ListRequest{})
 		done()
 		select {
 		case <-tc2.Done():
@@ -400,7 +398,7 @@ func TestRemoteControlThroughRelay(t *testing.T) {
 	if until := time.Until(ac.Admission().Until); until < 290*time.Second || until > 301*time.Second {
 		t.Fatalf("auto-unlocked for %s, want 300s", until)
 	}
-	if _, err := ac.List(ctx, remote.ListRequest{}); err != nil {
+	if _, _, err := ac.List(ctx, wire.ListRequest{}); err != nil {
 		t.Fatalf("list through auto-unlock: %v", err)
 	}
 }
@@ -409,113 +407,4 @@ func TestRemoteControlThroughRelay(t *testing.T) {
 func (h *daemonHome) readLog() string {
 	b, _ := os.ReadFile(h.file("daemon.log"))
 	return string(b)
-}
-
-// TestRemoteFramesMatchWire proves that the frames server/sdk/remote
-// restates (the server side may not import the daemon) carry the same JSON
-// fields, with the same kinds, as daemon/wire's.
-func TestRemoteFramesMatchWire(t *testing.T) {
-	for _, p := range []struct {
-		remote, wire any
-		exact        bool
-	}{
-		{remote.Hello{}, wire.Hello{}, true},
-		{remote.Ack{}, wire.Ack{}, true},
-		{remote.AckError{}, wire.AckError{}, true},
-		{remote.LaunchRequest{}, wire.LaunchRequest{}, true},
-		{remote.KillRequest{}, wire.KillRequest{}, true},
-		{remote.PromptRequest{}, wire.PromptRequest{}, true},
-		{remote.SubscribeRequest{}, wire.SubscribeRequest{}, true},
-		{remote.UnsubscribeRequest{}, wire.UnsubscribeRequest{}, true},
-		{remote.ListRequest{}, wire.ListRequest{}, true},
-		{remote.ListResult{}, wire.ListResult{}, true},
-		{remote.RespondPermissionRequest{}, wire.RespondPermissionRequest{}, true},
-		{remote.PermissionDecision{}, wire.PermissionDecision{}, true},
-		{remote.SessionInfo{}, wire.SessionInfo{}, true},
-		{remote.SessionUpdate{}, wire.SessionUpdate{}, true},
-		{remote.SessionEnded{}, wire.SessionEnded{}, true},
-	} {
-		rf, wf := jsonFields(reflect.TypeOf(p.remote)), jsonFields(reflect.TypeOf(p.wire))
-		name := reflect.TypeOf(p.remote).Name()
-		for f, k := range rf {
-			if wk, ok := wf[f]; !ok {
-				t.Errorf("%s: field %q is not in daemon/wire", name, f)
-			} else if wk != k {
-				t.Errorf("%s: field %q is %s here, %s in daemon/wire", name, f, k, wk)
-			}
-		}
-		if p.exact {
-			for f := range wf {
-				if _, ok := rf[f]; !ok {
-					t.Errorf("%s: daemon/wire field %q is missing", name, f)
-				}
-			}
-		}
-	}
-	for _, c := range [][2]string{
-		{remote.TypeHello, wire.TypeHello}, {remote.TypeAck, wire.TypeAck}, {remote.TypeLaunch, wire.TypeLaunch},
-		{remote.TypeKill, wire.TypeKill}, {remote.TypePrompt, wire.TypePrompt}, {remote.TypeSubscribe, wire.TypeSubscribe},
-		{remote.TypeUnsubscribe, wire.TypeUnsubscribe}, {remote.TypeList, wire.TypeList},
-		{remote.TypeRespondPermission, wire.TypeRespondPermission}, {remote.TypeSessionStarted, wire.TypeSessionStarted},
-		{remote.TypeSessionUpdate, wire.TypeSessionUpdate}, {remote.TypeSessionEnded, wire.TypeSessionEnded},
-	} {
-		if c[0] != c[1] {
-			t.Errorf("frame type %q here is %q in daemon/wire", c[0], c[1])
-		}
-	}
-	if remote.ProtocolVersion != wire.ProtocolVersion {
-		t.Errorf("protocol version %d, daemon speaks %d", remote.ProtocolVersion, wire.ProtocolVersion)
-	}
-}
-
-// jsonFields maps a struct's JSON field names (embedded structs
-// flattened) to their kinds, with slices and pointers named by element.
-func jsonFields(t reflect.Type) map[string]string {
-	out := map[string]string{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if f.Anonymous && tag == "" {
-			for k, v := range jsonFields(f.Type) {
-				out[k] = v
-			}
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		if name == "-" {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = kindName(f.Type)
-	}
-	return out
-}
-
-func kindName(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Pointer:
-		return "*" + kindName(t.Elem())
-	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Uint8 {
-			return "bytes"
-		}
-		return "[]" + kindName(t.Elem())
-	case reflect.Struct:
-		if t.PkgPath() == "time" {
-			return "time"
-		}
-		return fmt.Sprintf("struct%v", sortedKeys(jsonFields(t)))
-	}
-	return t.Kind().String()
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k, v := range m {
-		keys = append(keys, k+":"+v)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -1,6 +1,8 @@
-// Package control serves the daemon's local API: GET /health, the directory
-// routes and, as later parts register them, the WebSocket control surface.
-// Every request passes the Host, Origin and token guard first.
+// Package control serves the daemon's local API: GET /health, the
+// directory, session and hook-bridge routes, and the control protocol on
+// /ws (and on relayed channels, through ServeControl), whose requests are
+// dispatched by one table (table.go). Every request passes the Host,
+// Origin and token guard first.
 package control
 
 import (
@@ -43,11 +45,12 @@ type Options struct {
 	Sessions Sessions
 	Log      EventLog
 	Discover Discover
-	// Commands adds request types to the control protocol.
-	Commands map[string]Command
-	// Permissions serves the hook bridge's routes; nil leaves them out.
+	// Permissions serves the hook bridge's routes and requests; nil leaves
+	// them out.
 	Permissions Permissions
-	DaemonID    string
+	// Worktrees serves the worktree requests; nil leaves them out.
+	Worktrees Worktrees
+	DaemonID  string
 	// Remote serves the local remote-control routes (remote.go); nil
 	// leaves them out.
 	Remote Remote
@@ -75,7 +78,7 @@ func New(opts Options) *API {
 	a.mux.HandleFunc("/api/directories", methods{http.MethodGet: a.listDirectories, http.MethodPost: a.addDirectory}.serve)
 	a.mux.HandleFunc("/api/directories/{id}", methods{http.MethodDelete: a.removeDirectory}.serve)
 	if opts.Sessions != nil {
-		a.ws = &wsServer{sessions: opts.Sessions, log: opts.Log, discover: opts.Discover, commands: opts.Commands, daemonID: opts.DaemonID}
+		a.ws = newWSServer(opts)
 		a.mux.HandleFunc("/ws", methods{http.MethodGet: a.ws.ServeHTTP}.serve)
 		a.mux.HandleFunc("/api/sessions/{id}", methods{http.MethodGet: a.getSession}.serve)
 		a.mux.HandleFunc("/api/sessions/{id}/manifest", methods{http.MethodGet: a.getManifest}.serve)
@@ -97,6 +100,16 @@ func New(opts Options) *API {
 
 // ServeHTTP implements http.Handler.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.h.ServeHTTP(w, r) }
+
+// Stop tells every control-protocol connection, local or relayed, that the
+// daemon is stopping (a daemon-stopping frame with reason), closes them,
+// and answers later ones the same way. Followers can then say why they
+// were cut off instead of reporting a broken connection.
+func (a *API) Stop(reason string) {
+	if a.ws != nil {
+		a.ws.stop(reason)
+	}
+}
 
 // methods dispatches by HTTP method so that a wrong method gets a JSON 405
 // rather than the mux's plain-text one.

@@ -9,10 +9,13 @@ import (
 	"reeve.dev/reeve/daemon/wire"
 )
 
-// Permissions is what the hook bridge's routes ask of the session manager.
+// Permissions is what the hook bridge's routes and requests ask of the
+// session manager.
 type Permissions interface {
 	Hook(ctx context.Context, sessionID string, payload []byte) (wire.HookAnswer, error)
 	Pending(sessionID string) []wire.PermissionRequest
+	RespondPermission(ctx context.Context, req wire.RespondPermissionRequest) (wire.PermissionDecision, error)
+	SetMode(ctx context.Context, req wire.SetModeRequest) error
 }
 
 // hook serves `reeve hook`: the body is the agent's hook input, the answer

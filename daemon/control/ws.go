@@ -18,24 +18,39 @@ import (
 	"reeve.dev/reeve/internal/version"
 )
 
-// Sessions is what the control protocol asks of the session manager.
+// Sessions is what the session requests of the control protocol, and
+// the session routes, ask of the session manager.
 type Sessions interface {
 	Launch(ctx context.Context, req wire.LaunchRequest) (wire.SessionInfo, error)
-	Prompt(ctx context.Context, sessionID, text string) error
-	Kill(ctx context.Context, sessionID string) error
+	Prompt(ctx context.Context, req wire.PromptRequest) error
+	Kill(ctx context.Context, req wire.KillRequest) error
 	List(ctx context.Context, req wire.ListRequest) ([]wire.SessionInfo, error)
 	Session(ctx context.Context, id string) (wire.SessionInfo, error)
 	Manifest(ctx context.Context, id string) (wire.Manifest, error)
-	// OnNotice registers fn for every notice (session-started, and the
-	// frames of later parts such as permission requests); fn must not
-	// block. The returned func removes it.
-	OnNotice(fn func(wire.Notice)) (remove func())
+	// OnNotice registers fn for every notice (session-started, permission
+	// requests and decisions); fn must not block. The returned func
+	// removes it.
+	OnNotice(fn func(Notice)) (remove func())
 }
 
-// Command handles a further request type of the control protocol, for
-// parts that live outside this package. frame is the whole request; the
-// result becomes the ack's result.
-type Command func(ctx context.Context, frame []byte) (result any, err error)
+// Notice is a frame the daemon pushes to clients outside any subscription
+// stream: to every connection when SessionID is empty, else to the
+// connections that follow that session.
+type Notice struct {
+	SessionID string
+	Frame     any
+}
+
+// Worktrees is what the worktree requests ask of the session manager.
+type Worktrees interface {
+	WorktreeList(ctx context.Context, req wire.WorktreeListRequest) (wire.WorktreeList, error)
+	WorktreeDiff(ctx context.Context, req wire.WorktreeDiffRequest) (wire.WorktreeDiff, error)
+	WorktreeSummary(ctx context.Context, req wire.WorktreeSummaryRequest) (wire.WorktreeSummary, error)
+	Rollback(ctx context.Context, req wire.RollbackRequest) (wire.RollbackResult, error)
+	BranchRetry(ctx context.Context, req wire.BranchRetryRequest) (wire.BranchRetryResult, error)
+	SquashMerge(ctx context.Context, req wire.SquashMergeRequest) (wire.SquashMergeResult, error)
+	WorktreeRemove(ctx context.Context, req wire.WorktreeRemoveRequest) (wire.WorktreeRemoveResult, error)
+}
 
 // EventLog is the durable log subscriptions read from.
 type EventLog interface {
@@ -64,13 +79,47 @@ const (
 	noticeQueue = 256
 )
 
-// wsServer serves the control protocol at /ws.
+// wsServer serves the control protocol at /ws and on relayed channels.
 type wsServer struct {
-	sessions Sessions
-	log      EventLog
-	discover Discover
-	commands map[string]Command
-	daemonID string
+	sessions    Sessions
+	permissions Permissions // nil: no hook-bridge requests
+	worktrees   Worktrees   // nil: no worktree requests
+	log         EventLog
+	discover    Discover
+	daemonID    string
+	table       map[string]handler
+
+	mu       sync.Mutex
+	conns    map[*wsConn]struct{}
+	stopping string // why the daemon is stopping; "" while it serves
+}
+
+func newWSServer(opts Options) *wsServer {
+	s := &wsServer{
+		sessions: opts.Sessions, permissions: opts.Permissions, worktrees: opts.Worktrees,
+		log: opts.Log, discover: opts.Discover, daemonID: opts.DaemonID, conns: map[*wsConn]struct{}{},
+	}
+	s.table = s.buildTable()
+	return s
+}
+
+// stop tells every connection, and every later one, that the daemon is
+// stopping, and closes them. It returns when each has been told (or has
+// failed to take the frame within a second).
+func (s *wsServer) stop(reason string) {
+	s.mu.Lock()
+	s.stopping = reason
+	conns := make([]*wsConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.goodbye(reason) }()
+	}
+	wg.Wait()
 }
 
 // FrameConn carries whole frames of the control protocol: a local
@@ -112,8 +161,47 @@ func (a *API) ServeControl(ctx context.Context, fc FrameConn) {
 func (s *wsServer) serve(ctx context.Context, fc FrameConn) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	conn := &wsConn{srv: s, c: fc, ctx: ctx, subs: map[string]*subscription{}, notices: make(chan wire.Notice, noticeQueue)}
+	conn := &wsConn{srv: s, c: fc, ctx: ctx, cancel: cancel, wmu: make(chan struct{}, 1), subs: map[string]*subscription{}, notices: make(chan Notice, noticeQueue)}
+	s.mu.Lock()
+	stopping := s.stopping
+	if stopping == "" {
+		s.conns[conn] = struct{}{}
+	}
+	s.mu.Unlock()
+	if stopping != "" {
+		conn.write(wire.Hello{Type: wire.TypeHello, ProtocolVersion: wire.ProtocolVersion, Version: version.Version, DaemonID: s.daemonID})
+		conn.goodbye(stopping)
+		return
+	}
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, conn)
+		s.mu.Unlock()
+	}()
 	conn.serve()
+}
+
+// goingAway is a FrameConn that can say, when it closes, that the server
+// is going away rather than that the client misbehaved.
+type goingAway interface {
+	GoingAway(reason string) error
+}
+
+// goodbye sends the daemon-stopping frame and closes the connection.
+func (c *wsConn) goodbye(reason string) {
+	data, _ := json.Marshal(wire.DaemonStopping{Type: wire.TypeDaemonStopping, Reason: reason})
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), time.Second)
+	defer cancel()
+	if c.lockWrite(ctx) {
+		c.c.WriteFrame(ctx, data)
+		<-c.wmu
+	}
+	if ga, ok := c.c.(goingAway); ok {
+		ga.GoingAway(reason)
+	} else {
+		c.c.Close(reason)
+	}
+	c.cancel()
 }
 
 // wsFrames is a local WebSocket as a FrameConn.
@@ -135,11 +223,18 @@ func (w wsFrames) Close(reason string) error {
 	return w.c.Close(websocket.StatusPolicyViolation, reason)
 }
 
+func (w wsFrames) GoingAway(reason string) error {
+	return w.c.Close(websocket.StatusGoingAway, reason)
+}
+
 type wsConn struct {
 	srv     *wsServer
 	c       FrameConn
 	ctx     context.Context
-	writeMu sync.Mutex
+	cancel  context.CancelFunc
+	// wmu is a one-slot semaphore held by the write in progress; unlike a
+	// mutex, the goodbye can give up waiting for a stuck write.
+	wmu     chan struct{}
 	helloed bool
 	// writing is when the write in progress began (unix nanos), 0 when
 	// none is; the watchdog closes a connection stuck longer than
@@ -149,7 +244,7 @@ type wsConn struct {
 	subMu sync.Mutex
 	subs  map[string]*subscription
 
-	notices chan wire.Notice
+	notices chan Notice
 }
 
 type subscription struct {
@@ -163,7 +258,7 @@ func (c *wsConn) serve() {
 		return
 	}
 	go c.watchWrites()
-	remove := c.srv.sessions.OnNotice(func(n wire.Notice) {
+	remove := c.srv.sessions.OnNotice(func(n Notice) {
 		if n.SessionID != "" && !c.follows(n.SessionID) {
 			return
 		}
@@ -225,63 +320,31 @@ func (c *wsConn) handle(data []byte) {
 		c.ack(env.ID, nil, &wire.AckError{Code: wire.CodeHelloRequired, Message: "send a hello frame first"})
 		return
 	}
-	ctx := c.ctx
-	var result any
-	var err error
-	switch env.Type {
-	case wire.TypeLaunch:
-		var req wire.LaunchRequest
-		if err = decodeFrame(data, &req); err == nil {
-			result, err = c.srv.sessions.Launch(ctx, req)
-		}
-	case wire.TypePrompt:
-		var req wire.PromptRequest
-		if err = decodeFrame(data, &req); err == nil {
-			err = c.srv.sessions.Prompt(ctx, req.SessionID, req.Text)
-		}
-	case wire.TypeKill:
-		var req wire.KillRequest
-		if err = decodeFrame(data, &req); err == nil {
-			err = c.srv.sessions.Kill(ctx, req.SessionID)
-		}
-	case wire.TypeList:
-		var req wire.ListRequest
-		if err = decodeFrame(data, &req); err == nil {
-			result, err = c.list(ctx, req)
-		}
-	case wire.TypeSubscribe:
-		var req wire.SubscribeRequest
-		if err = decodeFrame(data, &req); err == nil {
-			// subscribe acks itself: the ack must precede the replay.
-			c.subscribe(env.ID, req)
-			return
-		}
-	case wire.TypeUnsubscribe:
-		var req wire.UnsubscribeRequest
-		if err = decodeFrame(data, &req); err == nil {
-			err = c.unsubscribe(req.SessionID)
-		}
-	default:
-		if cmd, ok := c.srv.commands[env.Type]; ok {
-			result, err = cmd(ctx, data)
-			break
-		}
-		err = &frameError{code: wire.CodeUnknownType, msg: fmt.Sprintf("unknown frame type %q", env.Type)}
-	}
-	if err != nil {
-		c.ack(env.ID, nil, toAckError(err))
+	h, ok := c.srv.table[env.Type]
+	if !ok {
+		c.ack(env.ID, nil, &wire.AckError{Code: wire.CodeUnknownType, Message: fmt.Sprintf("unknown frame type %q", env.Type)})
 		return
 	}
-	c.ack(env.ID, result, nil)
+	result, err := h(c, data)
+	switch {
+	case errors.Is(err, errAcked):
+	case err != nil:
+		c.ack(env.ID, nil, toAckError(err))
+	default:
+		c.ack(env.ID, result, nil)
+	}
 }
 
-func (c *wsConn) list(ctx context.Context, req wire.ListRequest) (wire.ListResult, error) {
+// list answers a list request; the discovered sessions go out as frames
+// before the ack.
+func (c *wsConn) list(req wire.ListRequest) (any, error) {
+	ctx := c.ctx
 	switch req.Scope {
 	case "":
 		req.Scope = wire.ScopeAll
 	case wire.ScopeAll, wire.ScopeActive, wire.ScopeDiscovered:
 	default:
-		return wire.ListResult{}, &frameError{code: wire.CodeBadFrame, msg: fmt.Sprintf("unknown scope %q (use ALL, ACTIVE or DISCOVERED)", req.Scope)}
+		return nil, &frameError{code: wire.CodeBadFrame, msg: fmt.Sprintf("unknown scope %q (use ALL, ACTIVE or DISCOVERED)", req.Scope)}
 	}
 	res := wire.ListResult{Sessions: []wire.SessionInfo{}}
 	if req.Scope != wire.ScopeDiscovered {
@@ -312,29 +375,26 @@ func (c *wsConn) list(ctx context.Context, req wire.ListRequest) (wire.ListResul
 // subscribe acks, then streams the session's log after AfterSeq from the
 // store, then live, then a session-ended frame. The stream is paced by the
 // writes: a slow client makes Follow read later, never buffer more.
-func (c *wsConn) subscribe(id string, req wire.SubscribeRequest) {
+func (c *wsConn) subscribe(req wire.SubscribeRequest) (any, error) {
 	if req.AfterSeq < 0 {
-		c.ack(id, nil, &wire.AckError{Code: wire.CodeBadFrame, Message: "after_seq must not be negative"})
-		return
+		return nil, &frameError{code: wire.CodeBadFrame, msg: "after_seq must not be negative"}
 	}
 	if _, err := c.srv.sessions.Session(c.ctx, req.SessionID); err != nil {
-		c.ack(id, nil, toAckError(err))
-		return
+		return nil, err
 	}
 	c.subMu.Lock()
 	if _, dup := c.subs[req.SessionID]; dup {
 		c.subMu.Unlock()
-		c.ack(id, nil, &wire.AckError{Code: wire.CodeAlreadyWatched, Message: "this connection already follows session " + req.SessionID})
-		return
+		return nil, &frameError{code: wire.CodeAlreadyWatched, msg: "this connection already follows session " + req.SessionID}
 	}
 	sctx, cancel := context.WithCancel(c.ctx)
 	sub := &subscription{cancel: cancel, done: make(chan struct{})}
 	c.subs[req.SessionID] = sub
 	c.subMu.Unlock()
-	if err := c.ack(id, nil, nil); err != nil {
+	if err := c.ack(req.ID, nil, nil); err != nil {
 		cancel()
 		close(sub.done)
-		return
+		return nil, errAcked
 	}
 	go func() {
 		defer close(sub.done)
@@ -361,6 +421,7 @@ func (c *wsConn) subscribe(id string, req wire.SubscribeRequest) {
 		}
 		c.write(wire.SessionEnded{Type: wire.TypeSessionEnded, SessionID: req.SessionID, Status: si.Status, Reason: si.StatusReason, LastSeq: max(last, si.LastSeq)})
 	}()
+	return nil, errAcked
 }
 
 // follows reports whether this connection subscribes to the session.
@@ -373,17 +434,17 @@ func (c *wsConn) follows(sessionID string) bool {
 
 // unsubscribe stops a subscription and waits for it, so no frame of that
 // session follows the ack.
-func (c *wsConn) unsubscribe(sessionID string) error {
+func (c *wsConn) unsubscribe(req wire.UnsubscribeRequest) (any, error) {
 	c.subMu.Lock()
-	sub := c.subs[sessionID]
-	delete(c.subs, sessionID)
+	sub := c.subs[req.SessionID]
+	delete(c.subs, req.SessionID)
 	c.subMu.Unlock()
 	if sub == nil {
-		return &frameError{code: "not_subscribed", msg: "this connection does not follow session " + sessionID}
+		return nil, &frameError{code: wire.CodeNotSubscribed, msg: "this connection does not follow session " + req.SessionID}
 	}
 	sub.cancel()
 	<-sub.done
-	return nil
+	return nil, nil
 }
 
 func (c *wsConn) stopAll() {
@@ -402,7 +463,7 @@ func (c *wsConn) ack(id string, result any, aerr *wire.AckError) error {
 	if result != nil && aerr == nil {
 		raw, err := json.Marshal(result)
 		if err != nil {
-			a = wire.Ack{Type: wire.TypeAck, ID: id, Error: &wire.AckError{Code: "internal", Message: err.Error()}}
+			a = wire.Ack{Type: wire.TypeAck, ID: id, Error: &wire.AckError{Code: wire.CodeAckInternal, Message: err.Error()}}
 		} else {
 			a.Result = raw
 		}
@@ -418,9 +479,20 @@ func (c *wsConn) write(v any) error {
 	return c.writeRaw(data)
 }
 
+func (c *wsConn) lockWrite(ctx context.Context) bool {
+	select {
+	case c.wmu <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 func (c *wsConn) writeRaw(data []byte) error {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
+	if !c.lockWrite(c.ctx) {
+		return c.ctx.Err()
+	}
+	defer func() { <-c.wmu }()
 	c.writing.Store(time.Now().UnixNano())
 	defer c.writing.Store(0)
 	return c.c.WriteFrame(c.ctx, data)
@@ -483,5 +555,5 @@ func toAckError(err error) *wire.AckError {
 	if errors.As(err, &ce) {
 		return &wire.AckError{Code: ce.ErrorCode(), Message: err.Error()}
 	}
-	return &wire.AckError{Code: "internal", Message: err.Error()}
+	return &wire.AckError{Code: wire.CodeAckInternal, Message: err.Error()}
 }

@@ -25,10 +25,10 @@ type fakeSessions struct {
 	launch func(wire.LaunchRequest) (wire.SessionInfo, error)
 
 	mu       sync.Mutex
-	noticeFn []func(wire.Notice)
+	noticeFn []func(Notice)
 }
 
-func (f *fakeSessions) notify(n wire.Notice) {
+func (f *fakeSessions) notify(n Notice) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, fn := range f.noticeFn {
@@ -39,8 +39,8 @@ func (f *fakeSessions) notify(n wire.Notice) {
 func (f *fakeSessions) Launch(_ context.Context, req wire.LaunchRequest) (wire.SessionInfo, error) {
 	return f.launch(req)
 }
-func (f *fakeSessions) Prompt(context.Context, string, string) error { return nil }
-func (f *fakeSessions) Kill(context.Context, string) error           { return nil }
+func (f *fakeSessions) Prompt(context.Context, wire.PromptRequest) error { return nil }
+func (f *fakeSessions) Kill(context.Context, wire.KillRequest) error     { return nil }
 func (f *fakeSessions) List(context.Context, wire.ListRequest) ([]wire.SessionInfo, error) {
 	return []wire.SessionInfo{}, nil
 }
@@ -55,12 +55,25 @@ func (f *fakeSessions) Session(ctx context.Context, id string) (wire.SessionInfo
 func (f *fakeSessions) Manifest(context.Context, string) (wire.Manifest, error) {
 	return wire.Manifest{}, nil
 }
-func (f *fakeSessions) OnNotice(fn func(wire.Notice)) func() {
+func (f *fakeSessions) OnNotice(fn func(Notice)) func() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.noticeFn = append(f.noticeFn, fn)
 	return func() {}
 }
+
+// fakePermissions answers the hook bridge's requests: a decision echoes
+// the request it was given.
+type fakePermissions struct{}
+
+func (fakePermissions) Hook(context.Context, string, []byte) (wire.HookAnswer, error) {
+	return wire.HookAnswer{}, nil
+}
+func (fakePermissions) Pending(string) []wire.PermissionRequest { return nil }
+func (fakePermissions) RespondPermission(_ context.Context, req wire.RespondPermissionRequest) (wire.PermissionDecision, error) {
+	return wire.PermissionDecision{RequestID: req.RequestID, Decision: req.Decision, DecidedBy: "human", Reason: req.Reason}, nil
+}
+func (fakePermissions) SetMode(context.Context, wire.SetModeRequest) error { return nil }
 
 type wsFixture struct {
 	st       *store.Store
@@ -89,10 +102,7 @@ func newWSFixture(t testing.TB) *wsFixture {
 		return wire.SessionInfo{}, &frameError{code: wire.CodeUnknownAgent, msg: "no agent"}
 	}}
 	api := New(Options{
-		Directories: st, Sessions: fs, Log: st,
-		Commands: map[string]Command{"echo": func(_ context.Context, frame []byte) (any, error) {
-			return json.RawMessage(frame), nil
-		}},
+		Directories: st, Sessions: fs, Log: st, Permissions: fakePermissions{},
 		Health: func(context.Context) wire.Health { return wire.Health{Status: "ok"} },
 	})
 	srv := httptest.NewServer(api)
@@ -198,7 +208,7 @@ func TestProtocolErrorsKeepConnectionOpen(t *testing.T) {
 		{"unknown session", websocket.MessageText, `{"type":"subscribe","id":"s1","session_id":"nope"}`, "s1", wire.CodeNotFound},
 		{"launch refused", websocket.MessageText, `{"type":"launch","id":"l1","directory":"/x","prompt":"p"}`, "l1", wire.CodeUnknownAgent},
 		{"bad scope", websocket.MessageText, `{"type":"list","id":"sc","scope":"SOME"}`, "sc", wire.CodeBadFrame},
-		{"unsubscribe not subscribed", websocket.MessageText, `{"type":"unsubscribe","id":"us","session_id":"` + f.sid + `"}`, "us", "not_subscribed"},
+		{"unsubscribe not subscribed", websocket.MessageText, `{"type":"unsubscribe","id":"us","session_id":"` + f.sid + `"}`, "us", wire.CodeNotSubscribed},
 	}
 	for _, c := range cases {
 		tc.sendRaw(c.typ, []byte(c.raw))
@@ -375,7 +385,7 @@ func TestUpdateFrameMatchesWireType(t *testing.T) {
 }
 
 // Notices reach every connection, or only the followers of their session;
-// added commands answer with one ack.
+// a request of the table answers with one ack carrying its result.
 func TestNoticesAndCommands(t *testing.T) {
 	f := newWSFixture(t)
 	follower := f.dial(t, true)
@@ -385,8 +395,8 @@ func TestNoticesAndCommands(t *testing.T) {
 	other.send(wire.ListRequest{Type: wire.TypeList, ID: "l", Scope: wire.ScopeActive})
 	other.ack() // both connections have registered by now
 
-	f.sessions.notify(wire.Notice{SessionID: f.sid, Frame: map[string]string{"type": "for-followers"}})
-	f.sessions.notify(wire.Notice{Frame: map[string]string{"type": "for-all"}})
+	f.sessions.notify(Notice{SessionID: f.sid, Frame: map[string]string{"type": "for-followers"}})
+	f.sessions.notify(Notice{Frame: map[string]string{"type": "for-all"}})
 	var a, b wire.Envelope
 	follower.read(&a)
 	follower.read(&b)
@@ -397,8 +407,8 @@ func TestNoticesAndCommands(t *testing.T) {
 	if a.Type != "for-all" {
 		t.Fatalf("the other connection got %q", a.Type)
 	}
-	other.sendRaw(websocket.MessageText, []byte(`{"type":"echo","id":"e1","x":1}`))
-	if ack := other.ack(); !ack.OK || ack.ID != "e1" || !strings.Contains(string(ack.Result), `"x":1`) {
-		t.Fatalf("command ack: %+v", ack)
+	other.sendRaw(websocket.MessageText, []byte(`{"type":"respond-permission","id":"e1","request_id":"r7","decision":"allow","reason":"x1"}`))
+	if ack := other.ack(); !ack.OK || ack.ID != "e1" || !strings.Contains(string(ack.Result), `"request_id":"r7"`) || !strings.Contains(string(ack.Result), `"reason":"x1"`) {
+		t.Fatalf("request ack: %+v", ack)
 	}
 }

@@ -1,5 +1,7 @@
-// Package controlclient is the typed client of the daemon's local API, used
-// by the command line and by tests.
+// Package controlclient is the client of a local daemon: its REST routes
+// (health, directories, sessions, the hook bridge, remote control), and
+// its control protocol at /ws as a transport of the one protocol client,
+// daemon/wireclient, with a keepalive and reconnection through the home.
 package controlclient
 
 import (

@@ -2,63 +2,94 @@ package controlclient
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 
-	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/daemon/wireclient"
 	"reeve.dev/reeve/internal/version"
 )
 
-// Conn is a connection to the daemon's control protocol at /ws.
-type Conn struct {
-	ws     *websocket.Conn
-	hello  wire.Hello
-	nextID atomic.Int64
+// ErrNoDaemon is a home that no daemon runs from: its lock is free.
+var ErrNoDaemon = errors.New("no daemon is running")
 
-	mu      sync.Mutex
-	pending map[string]*pendingReq
-	order   []string // pending ids, oldest first
-	readErr error
-
-	events chan Frame
-	done   chan struct{}
+// ConnOptions shape the control-protocol connection of Dial and DialHome.
+type ConnOptions struct {
+	// Reconnect dials again after a drop and resumes the subscriptions
+	// (wireclient.Options.Reconnect).
+	Reconnect bool
+	// ReconnectFor bounds one outage (default 30s with Reconnect).
+	ReconnectFor time.Duration
+	// RequestTimeout bounds each request that has no deadline of its own.
+	RequestTimeout time.Duration
+	// PingInterval is how often the connection checks that the daemon
+	// still answers (default 15s); a ping unanswered for as long drops the
+	// connection, so a frozen daemon cannot hang a follower.
+	PingInterval time.Duration
+	Logf         func(format string, args ...any)
 }
 
-// Frame is one non-ack frame from the daemon.
-type Frame struct {
-	Type string
-	Raw  json.RawMessage
+// Dial opens the control protocol at /ws of this client's daemon.
+func (c *Client) Dial(ctx context.Context, o ConnOptions) (*wireclient.Conn, error) {
+	return dialConn(ctx, o, func(context.Context) (*Client, error) { return c, nil }, nil)
 }
 
-type pendingReq struct {
-	ack        chan wire.Ack
-	discovered []wire.DiscoveredInfo
-	collect    bool // a list request gathers the discovered-session frames before its ack
+// DialHome opens the control protocol of the daemon running from dir.
+// Each reconnection finds the daemon again from the home, since a
+// restarted worker may listen elsewhere, and reconnecting ends with
+// ErrNoDaemon once no daemon runs from dir.
+func DialHome(ctx context.Context, dir home.Dir, o ConnOptions) (*wireclient.Conn, error) {
+	locate := func(context.Context) (*Client, error) {
+		if locked, err := dir.Locked(); err == nil && !locked {
+			return nil, fmt.Errorf("%w from %s", ErrNoDaemon, dir)
+		}
+		c, _, err := FromHome(dir, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w at %s: the worker has not recorded an endpoint", ErrUnreachable, dir)
+		}
+		return c, err
+	}
+	return dialConn(ctx, o, locate, func(err error) bool { return errors.Is(err, ErrNoDaemon) })
 }
 
-// AckError is a request the daemon refused.
-type AckError struct {
-	Code    string
-	Message string
+func dialConn(ctx context.Context, o ConnOptions, locate func(context.Context) (*Client, error), permanent func(error) bool) (*wireclient.Conn, error) {
+	if o.Reconnect && o.ReconnectFor == 0 {
+		o.ReconnectFor = 30 * time.Second
+	}
+	if o.PingInterval <= 0 {
+		o.PingInterval = 15 * time.Second
+	}
+	return wireclient.Dial(ctx, wireclient.Options{
+		Dial: func(ctx context.Context) (wireclient.Transport, error) {
+			c, err := locate(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return c.dialWS(ctx, o.PingInterval)
+		},
+		Version:        "reeve/" + version.Version,
+		Reconnect:      o.Reconnect,
+		ReconnectFor:   o.ReconnectFor,
+		Permanent:      permanent,
+		RequestTimeout: o.RequestTimeout,
+		Logf:           o.Logf,
+	})
 }
 
-func (e *AckError) Error() string { return e.Message }
-
-// Dial opens the control protocol and exchanges hellos.
-func (c *Client) Dial(ctx context.Context) (*Conn, error) {
+// dialWS opens /ws as a wireclient.Transport.
+func (c *Client) dialWS(ctx context.Context, pingEvery time.Duration) (*wsTransport, error) {
 	opts := &websocket.DialOptions{HTTPHeader: http.Header{}}
 	if c.opts.Token != "" {
 		opts.HTTPHeader.Set("Authorization", "Bearer "+c.opts.Token)
 	}
-	url := "ws" + c.base[len("http"):] + "/ws"
 	if c.opts.Network == "unix" {
 		sock := c.opts.Address
 		opts.HTTPClient = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -66,7 +97,12 @@ func (c *Client) Dial(ctx context.Context) (*Conn, error) {
 			return d.DialContext(ctx, "unix", sock)
 		}}}
 	}
-	ws, resp, err := websocket.Dial(ctx, url, opts)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+		defer cancel()
+	}
+	ws, resp, err := websocket.Dial(ctx, "ws"+c.base[len("http"):]+"/ws", opts)
 	if err != nil {
 		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 			return nil, &APIError{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: fmt.Sprintf("the daemon refused the connection (%s)", resp.Status)}
@@ -74,235 +110,63 @@ func (c *Client) Dial(ctx context.Context) (*Conn, error) {
 		return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, c.where(), err)
 	}
 	ws.SetReadLimit(16 << 20)
-	k := &Conn{ws: ws, pending: map[string]*pendingReq{}, events: make(chan Frame, 256), done: make(chan struct{})}
-	_, data, err := ws.Read(ctx)
-	if err != nil {
-		ws.CloseNow()
-		return nil, fmt.Errorf("read hello: %w", err)
-	}
-	if err := json.Unmarshal(data, &k.hello); err != nil || k.hello.Type != wire.TypeHello {
-		ws.CloseNow()
-		return nil, fmt.Errorf("the daemon did not say hello: %q", data)
-	}
-	if err := k.send(ctx, wire.Hello{Type: wire.TypeHello, ProtocolVersion: wire.ProtocolVersion, Version: version.Version}); err != nil {
-		ws.CloseNow()
-		return nil, err
-	}
-	go k.readLoop()
-	return k, nil
+	t := &wsTransport{ws: ws, done: make(chan struct{})}
+	go t.keepalive(pingEvery)
+	return t, nil
 }
 
-// Hello is the daemon's hello.
-func (k *Conn) Hello() wire.Hello { return k.hello }
-
-// Events delivers every frame that is not an ack, in order. The reader
-// blocks while it is full, which slows the daemon down instead of dropping.
-func (k *Conn) Events() <-chan Frame { return k.events }
-
-// Done is closed when the connection has ended; Err says why.
-func (k *Conn) Done() <-chan struct{} { return k.done }
-
-// Err is the reason the connection ended.
-func (k *Conn) Err() error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.readErr
+// wsTransport is the local WebSocket as a wireclient.Transport.
+type wsTransport struct {
+	ws   *websocket.Conn
+	once sync.Once
+	done chan struct{} // closed by Close: the keepalive stops
 }
 
-// Close ends the connection.
-func (k *Conn) Close() error { return k.ws.Close(websocket.StatusNormalClosure, "") }
-
-// NewID returns a fresh request id.
-func (k *Conn) NewID() string { return "c" + strconv.FormatInt(k.nextID.Add(1), 10) }
-
-func (k *Conn) readLoop() {
-	defer close(k.done)
-	defer close(k.events)
+func (t *wsTransport) ReadFrame(ctx context.Context) ([]byte, error) {
 	for {
-		_, data, err := k.ws.Read(context.Background())
+		typ, data, err := t.ws.Read(ctx)
 		if err != nil {
-			k.fail(err)
+			var ce websocket.CloseError
+			if errors.As(err, &ce) {
+				if ce.Reason != "" {
+					return nil, fmt.Errorf("the daemon closed the connection: %s", ce.Reason)
+				}
+				return nil, errors.New("the daemon closed the connection")
+			}
+			return nil, err
+		}
+		if typ == websocket.MessageText {
+			return data, nil
+		}
+	}
+}
+
+func (t *wsTransport) WriteFrame(ctx context.Context, frame []byte) error {
+	return t.ws.Write(ctx, websocket.MessageText, frame)
+}
+
+func (t *wsTransport) Close(reason string) error {
+	t.once.Do(func() { close(t.done) })
+	return t.ws.Close(websocket.StatusNormalClosure, reason)
+}
+
+// keepalive drops a connection whose daemon stops answering pings: a
+// frozen worker must not leave a follower waiting forever.
+func (t *wsTransport) keepalive(every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		err := t.ws.Ping(ctx)
+		cancel()
+		if err != nil {
+			t.ws.CloseNow()
 			return
 		}
-		var env wire.Envelope
-		if err := json.Unmarshal(data, &env); err != nil {
-			continue
-		}
-		switch env.Type {
-		case wire.TypeAck:
-			var a wire.Ack
-			if json.Unmarshal(data, &a) == nil {
-				k.deliverAck(a)
-			}
-		case wire.TypeDiscoveredSession:
-			if k.collectDiscovered(data) {
-				continue
-			}
-			k.events <- Frame{Type: env.Type, Raw: data}
-		default:
-			k.events <- Frame{Type: env.Type, Raw: data}
-		}
 	}
-}
-
-func (k *Conn) collectDiscovered(data []byte) bool {
-	var f wire.DiscoveredSession
-	if json.Unmarshal(data, &f) != nil {
-		return false
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, id := range k.order {
-		if p := k.pending[id]; p != nil && p.collect {
-			p.discovered = append(p.discovered, f.Session)
-			return true
-		}
-	}
-	return false
-}
-
-func (k *Conn) deliverAck(a wire.Ack) {
-	k.mu.Lock()
-	p := k.pending[a.ID]
-	delete(k.pending, a.ID)
-	for i, id := range k.order {
-		if id == a.ID {
-			k.order = append(k.order[:i], k.order[i+1:]...)
-			break
-		}
-	}
-	k.mu.Unlock()
-	if p != nil {
-		p.ack <- a
-	}
-}
-
-func (k *Conn) fail(err error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.readErr == nil {
-		if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
-			err = errors.New("connection closed")
-		}
-		k.readErr = fmt.Errorf("daemon connection: %w", err)
-	}
-	for _, p := range k.pending {
-		close(p.ack)
-	}
-	k.pending = map[string]*pendingReq{}
-	k.order = nil
-}
-
-func (k *Conn) send(ctx context.Context, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return k.ws.Write(ctx, websocket.MessageText, data)
-}
-
-// Do sends a request frame whose id field is id and waits for its ack.
-func (k *Conn) Do(ctx context.Context, id string, frame any) (wire.Ack, error) {
-	a, _, err := k.do(ctx, id, frame, false)
-	return a, err
-}
-
-func (k *Conn) do(ctx context.Context, id string, frame any, collect bool) (wire.Ack, []wire.DiscoveredInfo, error) {
-	p := &pendingReq{ack: make(chan wire.Ack, 1), collect: collect}
-	k.mu.Lock()
-	if k.readErr != nil {
-		err := k.readErr
-		k.mu.Unlock()
-		return wire.Ack{}, nil, err
-	}
-	k.pending[id] = p
-	k.order = append(k.order, id)
-	k.mu.Unlock()
-	if err := k.send(ctx, frame); err != nil {
-		return wire.Ack{}, nil, fmt.Errorf("send %s: %w", id, err)
-	}
-	select {
-	case a, ok := <-p.ack:
-		if !ok {
-			return wire.Ack{}, nil, k.Err()
-		}
-		if !a.OK {
-			if a.Error == nil {
-				return a, nil, &AckError{Code: "unknown", Message: "request refused"}
-			}
-			return a, nil, &AckError{Code: a.Error.Code, Message: a.Error.Message}
-		}
-		return a, p.discovered, nil
-	case <-ctx.Done():
-		return wire.Ack{}, nil, ctx.Err()
-	}
-}
-
-// Launch starts a session.
-func (k *Conn) Launch(ctx context.Context, req wire.LaunchRequest) (wire.SessionInfo, error) {
-	req.Type, req.ID = wire.TypeLaunch, k.NewID()
-	var si wire.SessionInfo
-	a, err := k.Do(ctx, req.ID, req)
-	if err != nil {
-		return si, err
-	}
-	return si, json.Unmarshal(a.Result, &si)
-}
-
-// Prompt sends a further prompt to a session.
-func (k *Conn) Prompt(ctx context.Context, sessionID, text string) error {
-	id := k.NewID()
-	_, err := k.Do(ctx, id, wire.PromptRequest{Type: wire.TypePrompt, ID: id, SessionID: sessionID, Text: text})
-	return err
-}
-
-// Kill stops a running session.
-func (k *Conn) Kill(ctx context.Context, sessionID string) error {
-	id := k.NewID()
-	_, err := k.Do(ctx, id, wire.KillRequest{Type: wire.TypeKill, ID: id, SessionID: sessionID})
-	return err
-}
-
-// Subscribe starts the stream of a session's events after afterSeq; they
-// arrive on Events, ending with a session-ended frame.
-func (k *Conn) Subscribe(ctx context.Context, sessionID string, afterSeq int64) error {
-	id := k.NewID()
-	_, err := k.Do(ctx, id, wire.SubscribeRequest{Type: wire.TypeSubscribe, ID: id, SessionID: sessionID, AfterSeq: afterSeq})
-	return err
-}
-
-// Unsubscribe stops a stream; no frame of it follows.
-func (k *Conn) Unsubscribe(ctx context.Context, sessionID string) error {
-	id := k.NewID()
-	_, err := k.Do(ctx, id, wire.UnsubscribeRequest{Type: wire.TypeUnsubscribe, ID: id, SessionID: sessionID})
-	return err
-}
-
-// List lists sessions, with the discovered ones when the scope includes them.
-func (k *Conn) List(ctx context.Context, req wire.ListRequest) (wire.ListResult, []wire.DiscoveredInfo, error) {
-	req.Type, req.ID = wire.TypeList, k.NewID()
-	var res wire.ListResult
-	a, found, err := k.do(ctx, req.ID, req, true)
-	if err != nil {
-		return res, nil, err
-	}
-	return res, found, json.Unmarshal(a.Result, &res)
-}
-
-// RespondPermission decides a pending permission request.
-func (k *Conn) RespondPermission(ctx context.Context, req wire.RespondPermissionRequest) (wire.PermissionDecision, error) {
-	req.Type, req.ID = wire.TypeRespondPermission, k.NewID()
-	var d wire.PermissionDecision
-	a, err := k.Do(ctx, req.ID, req)
-	if err != nil {
-		return d, err
-	}
-	return d, json.Unmarshal(a.Result, &d)
-}
-
-// SetMode sets a session's operator mode.
-func (k *Conn) SetMode(ctx context.Context, sessionID, mode string) error {
-	id := k.NewID()
-	_, err := k.Do(ctx, id, wire.SetModeRequest{Type: wire.TypeSetMode, ID: id, SessionID: sessionID, Mode: mode})
-	return err
 }

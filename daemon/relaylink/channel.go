@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"reeve.dev/reeve/daemon/control"
-	"reeve.dev/reeve/server/relay"
+	"reeve.dev/reeve/server/relay/relaywire"
 	"reeve.dev/reeve/server/sdk/e2e"
 )
 
@@ -135,7 +135,7 @@ func (ch *channel) watchLock(g Grant) {
 }
 
 func (ch *channel) sendPayload(p []byte) error {
-	return ch.mux.send(relay.Envelope{Type: relay.TypeData, Channel: ch.id, Payload: base64.StdEncoding.EncodeToString(p)})
+	return ch.mux.send(relaywire.Envelope{Type: relaywire.TypeData, Channel: ch.id, Payload: base64.StdEncoding.EncodeToString(p)})
 }
 
 // ReadFrame returns the next whole control frame from the client. A frame
@@ -176,7 +176,7 @@ func (ch *channel) Close(reason string) error {
 		ch.mu.Lock()
 		ch.reason = reason
 		ch.mu.Unlock()
-		ch.mux.send(relay.Envelope{Type: relay.TypeClose, Channel: ch.id, Reason: reason})
+		ch.mux.send(relaywire.Envelope{Type: relaywire.TypeClose, Channel: ch.id, Reason: reason})
 		ch.cancel()
 	})
 	return nil

@@ -25,7 +25,7 @@ import (
 	"reeve.dev/reeve/daemon/control"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
-	"reeve.dev/reeve/server/relay"
+	"reeve.dev/reeve/server/relay/relaywire"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/sdk/remote"
 )
@@ -249,7 +249,7 @@ func (l *Link) connectAndServe(ctx context.Context) error {
 		return err
 	}
 	c := l.opts.Credentials
-	u, err := remote.WSURL(l.relayURL(t), relay.RoleDaemon, c.WorkspaceID, c.InstallID)
+	u, err := remote.WSURL(l.relayURL(t), relaywire.RoleDaemon, c.WorkspaceID, c.InstallID)
 	if err != nil {
 		return err
 	}
@@ -289,19 +289,19 @@ func (l *Link) serveRelay(ctx context.Context, ws *websocket.Conn) error {
 		if err != nil {
 			return err
 		}
-		var env relay.Envelope
+		var env relaywire.Envelope
 		if err := json.Unmarshal(b, &env); err != nil {
 			l.logf("ignoring a relay message that is not an envelope: %v", err)
 			continue
 		}
 		switch env.Type {
-		case relay.TypeOpen:
+		case relaywire.TypeOpen:
 			m.open(env.Channel)
-		case relay.TypeData:
+		case relaywire.TypeData:
 			m.data(env.Channel, env.Payload)
-		case relay.TypeClose:
+		case relaywire.TypeClose:
 			m.closed(env.Channel, env.Reason)
-		case relay.TypeError:
+		case relaywire.TypeError:
 			l.logf("relay error: %s", env.Reason)
 		}
 	}
@@ -389,7 +389,7 @@ func (m *mux) closeAll() {
 	}
 }
 
-func (m *mux) send(env relay.Envelope) error {
+func (m *mux) send(env relaywire.Envelope) error {
 	b, err := json.Marshal(env)
 	if err != nil {
 		return err

@@ -205,11 +205,11 @@ func (r *rig) mustDial(o remote.Options) *remote.Client {
 	return c
 }
 
-func launch(t *testing.T, c *remote.Client, prompt string) remote.SessionInfo {
+func launch(t *testing.T, c *remote.Client, prompt string) wire.SessionInfo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	si, err := c.Launch(ctx, remote.LaunchRequest{Directory: "/work", Prompt: prompt})
+	si, err := c.Launch(ctx, wire.LaunchRequest{Directory: "/work", Prompt: prompt})
 	if err != nil {
 		t.Fatalf("launch: %v", err)
 	}
@@ -421,7 +421,7 @@ func TestTamperedAndReplayedFramesCloseTheChannel(t *testing.T) {
 			tp.active.Store(true)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_, err := c.Launch(ctx, remote.LaunchRequest{Directory: "/work", Prompt: "tampered"})
+			_, err := c.Launch(ctx, wire.LaunchRequest{Directory: "/work", Prompt: "tampered"})
 			// (A replayed request may be answered once before its copy
 			// kills the channel, so err is not checked.)
 			select {

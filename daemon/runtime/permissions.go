@@ -32,15 +32,17 @@ func (m *Manager) launchMode(asked string) (string, error) {
 	return mode, nil
 }
 
-// guardOf says whether sessions of an agent are governed, and how.
+// guardOf says whether sessions of an agent are governed, and how. What
+// an agent lets reeve decide is the adapter's to say (agents.Info), never
+// inferred here from its id.
 func guardOf(info agents.Info, hooked bool) (bool, string) {
 	switch {
 	case !info.Structured:
 		return false, "unguarded: terminal programs have no permission callbacks"
 	case !hooked:
 		return false, "unguarded: the agent ran with its own permission bypass; no policy or human decided its tool use"
-	case info.ID == "codex":
-		return true, "governed: each shell command passes Codex's PreToolUse hook to reeve (codex exec itself never asks); tools Codex does not route through that hook are confined by its workspace-write sandbox only"
+	case info.Governance != "":
+		return true, "governed: " + info.Governance
 	default:
 		return true, "governed: each tool use passes the agent's PreToolUse hook to reeve, where the project policy, the session's rules and mode, or a human decide"
 	}
@@ -93,7 +95,7 @@ func (m *Manager) Hook(ctx context.Context, sessionID string, payload []byte) (w
 		Asked: func(req hookbridge.Request) {
 			m.record(sessionID, wire.KindPermissionRequest, req)
 			m.logFailure(sessionID, "set status", m.setStatus(m.ctx, sessionID, store.StatusWaitingPermission, "waiting for a decision on "+req.Tool))
-			m.Notify(wire.Notice{SessionID: sessionID, Frame: wire.HookPermissionRequest{Type: wire.TypeHookPermissionRequest, Request: req}})
+			m.Notify(control.Notice{SessionID: sessionID, Frame: wire.HookPermissionRequest{Type: wire.TypeHookPermissionRequest, Request: req}})
 		},
 	}
 	d := gate.Decide(ctx, hookbridge.Request{SessionID: sessionID, Agent: sess.Agent, Tool: in.ToolName, Input: in.ToolInput, ToolUseID: in.ToolUseID})
@@ -115,7 +117,7 @@ func (m *Manager) recordDecision(sessionID string, d hookbridge.Decision) {
 		if s, err := m.opts.Store.Session(m.ctx, sessionID); err == nil && s.Status == store.StatusWaitingPermission && len(m.broker.Pending(sessionID)) == 0 {
 			m.logFailure(sessionID, "set status", m.setStatus(m.ctx, sessionID, store.StatusRunning, ""))
 		}
-		m.Notify(wire.Notice{SessionID: sessionID, Frame: wire.HookPermissionResolved{Type: wire.TypeHookPermissionResolved, Decision: d}})
+		m.Notify(control.Notice{SessionID: sessionID, Frame: wire.HookPermissionResolved{Type: wire.TypeHookPermissionResolved, Decision: d}})
 	}
 }
 
@@ -162,7 +164,8 @@ func (m *Manager) mode(ctx context.Context, sessionID string) string {
 }
 
 // SetMode changes a session's operator mode; the next tool use sees it.
-func (m *Manager) SetMode(ctx context.Context, sessionID, mode string) error {
+func (m *Manager) SetMode(ctx context.Context, req wire.SetModeRequest) error {
+	sessionID, mode := req.SessionID, req.Mode
 	if !hookbridge.ValidMode(mode) {
 		return sessionErr(wire.CodeInvalidMode, "mode must be detect or bypass, not %q", mode)
 	}
@@ -178,8 +181,8 @@ func (m *Manager) SetMode(ctx context.Context, sessionID, mode string) error {
 	return m.appendEvent(sessionID, wire.KindMode, wire.ModeChange{Mode: mode, By: "human"})
 }
 
-// Respond decides a pending permission request.
-func (m *Manager) Respond(ctx context.Context, req wire.RespondPermissionRequest) (wire.PermissionDecision, error) {
+// RespondPermission decides a pending permission request.
+func (m *Manager) RespondPermission(ctx context.Context, req wire.RespondPermissionRequest) (wire.PermissionDecision, error) {
 	d, _, err := m.broker.Decide(req.RequestID, req.Decision, "human", req.Reason, req.Remember)
 	switch {
 	case errors.Is(err, hookbridge.ErrUnknownRequest):
@@ -195,27 +198,6 @@ func (m *Manager) Respond(ctx context.Context, req wire.RespondPermissionRequest
 // Pending lists permission requests waiting for a human.
 func (m *Manager) Pending(sessionID string) []wire.PermissionRequest {
 	return m.broker.Pending(sessionID)
-}
-
-// PermissionCommands are the hook bridge's requests of the control
-// protocol.
-func (m *Manager) PermissionCommands() map[string]control.Command {
-	return map[string]control.Command{
-		wire.TypeRespondPermission: func(ctx context.Context, frame []byte) (any, error) {
-			var req wire.RespondPermissionRequest
-			if err := json.Unmarshal(frame, &req); err != nil {
-				return nil, sessionErr(wire.CodeBadFrame, "malformed frame: %v", err)
-			}
-			return m.Respond(ctx, req)
-		},
-		wire.TypeSetMode: func(ctx context.Context, frame []byte) (any, error) {
-			var req wire.SetModeRequest
-			if err := json.Unmarshal(frame, &req); err != nil {
-				return nil, sessionErr(wire.CodeBadFrame, "malformed frame: %v", err)
-			}
-			return nil, m.SetMode(ctx, req.SessionID, req.Mode)
-		},
-	}
 }
 
 // shellQuote quotes s for a POSIX shell, which is how agents run hook

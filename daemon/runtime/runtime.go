@@ -28,6 +28,15 @@ import (
 	"reeve.dev/reeve/internal/version"
 )
 
+// AddressInUseError is a listen address another process holds. The
+// command that started the daemon says which of its own flags or
+// settings changes the address (wire.ReadinessAddressInUse).
+type AddressInUseError struct{ Address, Port string }
+
+func (e *AddressInUseError) Error() string {
+	return fmt.Sprintf("listen %s: port %s is already in use by another process", e.Address, e.Port)
+}
+
 // FatalError is a start-up failure that retrying will not cure.
 type FatalError struct{ Err error }
 
@@ -57,7 +66,12 @@ func Run(ctx context.Context, opts Options) error {
 	err := run(ctx, opts)
 	if err != nil {
 		var fe *FatalError
-		report(opts.Status, wire.Readiness{Error: err.Error(), Fatal: errors.As(err, &fe)})
+		var inUse *AddressInUseError
+		r := wire.Readiness{Error: err.Error(), Fatal: errors.As(err, &fe)}
+		if errors.As(err, &inUse) {
+			r.Reason = wire.ReadinessAddressInUse
+		}
+		report(opts.Status, r)
 	}
 	return err
 }
@@ -128,7 +142,7 @@ func run(ctx context.Context, opts Options) error {
 		Token:          token,
 		Sessions:       mgr,
 		Permissions:    mgr,
-		Commands:       commands(mgr.PermissionCommands(), mgr.WorktreeCommands()),
+		Worktrees:      mgr,
 		Log:            st,
 		Discover:       mgr.Discover,
 		DaemonID:       id.DaemonID,
@@ -143,7 +157,11 @@ func run(ctx context.Context, opts Options) error {
 			}
 		},
 	})
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	// Connections outlive ctx by a moment: when the worker stops, the
+	// control protocol first tells each client so (api.Stop).
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return serveCtx }}
 
 	ep := home.Endpoint{Network: listen.Network, Address: ln.Addr().String(), PID: os.Getpid(), Since: started.UTC()}
 	if err := opts.Home.WriteEndpoint(ep); err != nil {
@@ -177,11 +195,13 @@ func run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("serve local API: %w", err)
 	case <-ctx.Done():
 	}
+	api.Stop("the daemon is stopping")
 	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		srv.Close()
 	}
+	stopServing()
 	fmt.Fprintln(opts.Log, "worker: stopped")
 	return nil
 }
@@ -212,7 +232,7 @@ func bind(l config.Listen) (net.Listener, error) {
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			_, port, _ := net.SplitHostPort(l.Address)
-			return nil, fmt.Errorf("listen %s: port %s is already in use; stop what uses it or pass --listen with another port", l.Address, port)
+			return nil, &AddressInUseError{Address: l.Address, Port: port}
 		}
 		if errors.Is(err, syscall.EADDRNOTAVAIL) {
 			return nil, fmt.Errorf("listen %s: that address is not on this machine", l.Address)

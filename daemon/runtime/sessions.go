@@ -16,6 +16,7 @@ import (
 
 	"reeve.dev/reeve/agents"
 	"reeve.dev/reeve/agents/discovery"
+	"reeve.dev/reeve/daemon/control"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/store"
 	"reeve.dev/reeve/daemon/wire"
@@ -84,22 +85,17 @@ type Manager struct {
 	// worktrees runs git for the sessions' worktrees (worktrees.go).
 	worktrees *worktree.Manager
 
-	mu   sync.Mutex
-	live map[string]*liveTurn
+	mu sync.Mutex
+	// slots are the sessions' turn slots (slot.go): a running turn or a
+	// worktree operation.
+	slots map[string]*slot
 	// modes and agentSessions cache what hooks consult on every call.
 	modes         map[string]string
 	agentSessions map[string]string
 	closing       bool
-	listeners     map[int]func(wire.Notice)
+	listeners     map[int]func(control.Notice)
 	nextL         int
 	turns         sync.WaitGroup
-}
-
-// liveTurn is a session whose agent process is running.
-type liveTurn struct {
-	proc    agents.Process
-	adapter agents.Adapter
-	killed  bool // guarded by Manager.mu
 }
 
 // NewManager builds a manager. Sessions left active by a worker that died
@@ -117,7 +113,7 @@ func NewManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 		opts.HookTimeout = wire.DefaultHookTimeoutSeconds * time.Second
 	}
 	m := &Manager{
-		opts: opts, ctx: mctx, cancel: cancel, live: map[string]*liveTurn{}, listeners: map[int]func(wire.Notice){},
+		opts: opts, ctx: mctx, cancel: cancel, slots: map[string]*slot{}, listeners: map[int]func(control.Notice){},
 		broker: hookbridge.NewBroker(hookbridge.BrokerOptions{Timeout: opts.HookTimeout}),
 		modes:  map[string]string{}, agentSessions: map[string]string{},
 		worktrees: newWorktrees(opts),
@@ -132,7 +128,7 @@ func NewManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 
 // OnNotice registers fn for every notice; the returned func removes it. fn
 // must not block.
-func (m *Manager) OnNotice(fn func(wire.Notice)) func() {
+func (m *Manager) OnNotice(fn func(control.Notice)) func() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	id := m.nextL
@@ -146,7 +142,7 @@ func (m *Manager) OnNotice(fn func(wire.Notice)) func() {
 }
 
 // Notify pushes a notice to the connected clients it concerns.
-func (m *Manager) Notify(n wire.Notice) {
+func (m *Manager) Notify(n control.Notice) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, fn := range m.listeners {
@@ -209,17 +205,18 @@ func (m *Manager) launch(ctx context.Context, req wire.LaunchRequest, from *retr
 	if err := m.saveManifest(ctx, sess.ID, manifest); err != nil {
 		return wire.SessionInfo{}, err
 	}
-	if err := m.startTurn(sess.ID, adapter, req.Prompt, req.Model, workdir, ""); err != nil {
+	if err := m.startTurn(sess.ID, turnParams{adapter: adapter, prompt: req.Prompt, model: req.Model, workdir: workdir}); err != nil {
 		return m.info(ctx, sess.ID), err
 	}
 	si := m.info(ctx, sess.ID)
-	m.Notify(wire.Notice{Frame: wire.SessionStarted{Type: wire.TypeSessionStarted, Session: si}})
+	m.Notify(control.Notice{Frame: wire.SessionStarted{Type: wire.TypeSessionStarted, Session: si}})
 	return si, nil
 }
 
 // Prompt gives a session a further prompt: typed into a running terminal
 // agent, or as a new turn that resumes an ended one.
-func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
+func (m *Manager) Prompt(ctx context.Context, req wire.PromptRequest) error {
+	sessionID, text := req.SessionID, req.Text
 	if strings.TrimSpace(text) == "" {
 		return sessionErr(wire.CodeBadFrame, "prompt text is required")
 	}
@@ -227,15 +224,15 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	if err != nil {
 		return err
 	}
-	m.mu.Lock()
-	lt := m.live[sessionID]
-	m.mu.Unlock()
-	if lt != nil {
+	if proc, busy := m.running(sessionID); busy {
+		if proc == nil {
+			return sessionErr(wire.CodeBusy, "session %s is busy (a turn is starting, or a worktree operation runs); try again when it has ended (see `reeve wait %s`)", sessionID, sessionID)
+		}
 		// "\r" is what the Enter key sends; a terminal in line mode turns it
 		// into a newline, and raw-mode programs expect it.
-		err := lt.proc.Input([]byte(text + "\r"))
+		err := proc.Input([]byte(text + "\r"))
 		if errors.Is(err, agents.ErrNoInput) {
-			return sessionErr(wire.CodeBusy, "session %s is running a turn; send the prompt when it has ended (see `reeve wait`)", sessionID)
+			return sessionErr(wire.CodeBusy, "session %s is running a turn; send the prompt when it has ended (see `reeve wait %s`)", sessionID, sessionID)
 		}
 		if err != nil {
 			return fmt.Errorf("send prompt: %w", err)
@@ -253,25 +250,16 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	if !manifest.Resumable || manifest.ResumeToken == "" {
 		return sessionErr(wire.CodeNotResumable, "session %s has ended (%s) and agent %s cannot resume it", sessionID, sess.Status, sess.Agent)
 	}
-	return m.startTurn(sessionID, adapter, text, sess.Model, sess.Workdir, manifest.ResumeToken)
+	return m.startTurn(sessionID, turnParams{adapter: adapter, prompt: text, model: sess.Model, workdir: sess.Workdir, resume: manifest.ResumeToken})
 }
 
 // Kill stops a running session.
-func (m *Manager) Kill(ctx context.Context, sessionID string) error {
-	sess, err := m.session(ctx, sessionID)
+func (m *Manager) Kill(ctx context.Context, req wire.KillRequest) error {
+	sess, err := m.session(ctx, req.SessionID)
 	if err != nil {
 		return err
 	}
-	m.mu.Lock()
-	lt := m.live[sessionID]
-	if lt != nil {
-		lt.killed = true
-	}
-	m.mu.Unlock()
-	if lt == nil {
-		return sessionErr(wire.CodeNotRunning, "session %s is not running (status %s)", sessionID, sess.Status)
-	}
-	return lt.proc.Kill()
+	return m.kill(req.SessionID, sess.Status)
 }
 
 // Close kills every running turn and waits for them to be recorded as
@@ -279,9 +267,11 @@ func (m *Manager) Kill(ctx context.Context, sessionID string) error {
 func (m *Manager) Close() {
 	m.mu.Lock()
 	m.closing = true
-	procs := make([]agents.Process, 0, len(m.live))
-	for _, lt := range m.live {
-		procs = append(procs, lt.proc)
+	procs := make([]agents.Process, 0, len(m.slots))
+	for _, sl := range m.slots {
+		if sl.proc != nil {
+			procs = append(procs, sl.proc)
+		}
 	}
 	m.mu.Unlock()
 	for _, p := range procs {
@@ -297,41 +287,38 @@ func (m *Manager) Close() {
 	m.cancel()
 }
 
-// startTurn records the prompt, starts the agent and follows the turn to its
-// end in the background.
-func (m *Manager) startTurn(sessionID string, adapter agents.Adapter, prompt, model, workdir, resume string) error {
-	m.mu.Lock()
-	if m.closing {
-		m.mu.Unlock()
-		return sessionErr(wire.CodeShuttingDown, "the daemon is shutting down")
-	}
-	if m.live[sessionID] != nil {
-		m.mu.Unlock()
-		return sessionErr(wire.CodeBusy, "session %s is running a turn", sessionID)
-	}
-	// Reserve the slot before starting, so two prompts cannot race.
-	lt := &liveTurn{adapter: adapter}
-	m.live[sessionID] = lt
-	m.mu.Unlock()
-	release := func() {
-		m.mu.Lock()
-		delete(m.live, sessionID)
-		m.mu.Unlock()
-	}
+// turnParams are what one turn of a session runs with.
+type turnParams struct {
+	adapter agents.Adapter
+	prompt  string
+	model   string
+	workdir string
+	// resume is the agent's token from the previous turn; "" for the
+	// first.
+	resume string
+}
 
+// startTurn records the prompt, starts the agent and follows the turn to
+// its end in the background. The session's slot is taken first, so that
+// two prompts cannot race.
+func (m *Manager) startTurn(sessionID string, tp turnParams) error {
+	sl, err := m.reserve(sessionID, "")
+	if err != nil {
+		return err
+	}
 	ctx := m.ctx
-	if err := m.appendEvent(sessionID, wire.KindUserPrompt, wire.UserPrompt{Text: prompt}); err != nil {
-		release()
+	if err := m.appendEvent(sessionID, wire.KindUserPrompt, wire.UserPrompt{Text: tp.prompt}); err != nil {
+		m.release(sessionID, sl)
 		return err
 	}
 	if err := m.setStatus(ctx, sessionID, store.StatusRunning, ""); err != nil {
-		release()
+		m.release(sessionID, sl)
 		return err
 	}
 	stateDir := filepath.Join(string(m.opts.Home), "sessions", sessionID)
 	if err := atomicfile.EnsurePrivateDir(stateDir); err != nil {
 		m.endTurn(sessionID, store.StatusFailed, err.Error(), agents.TurnResult{})
-		release()
+		m.release(sessionID, sl)
 		return sessionErr(wire.CodeLaunchFailed, "session %s: %v", sessionID, err)
 	}
 	emit := func(ev agents.Event) {
@@ -339,25 +326,24 @@ func (m *Manager) startTurn(sessionID string, adapter agents.Adapter, prompt, mo
 			fmt.Fprintf(m.opts.Log, "worker: session %s: record %s event: %v\n", sessionID, ev.Kind, err)
 		}
 	}
-	proc, err := adapter.StartTurn(ctx, agents.Turn{
-		SessionID: sessionID, Prompt: prompt, Model: model, Dir: workdir, StateDir: stateDir,
-		Env: m.opts.Env, Resume: resume, Hook: m.hookFor(sessionID),
+	proc, err := tp.adapter.StartTurn(ctx, agents.Turn{
+		SessionID: sessionID, Prompt: tp.prompt, Model: tp.model, Dir: tp.workdir, StateDir: stateDir,
+		Env: m.opts.Env, Resume: tp.resume, Hook: m.hookFor(sessionID),
 	}, emit)
 	if err != nil {
-		reason := fmt.Sprintf("agent %s could not start: %v", adapter.ID(), err)
+		reason := fmt.Sprintf("agent %s could not start: %v", tp.adapter.ID(), err)
 		m.endTurn(sessionID, store.StatusFailed, reason, agents.TurnResult{})
-		release()
+		m.release(sessionID, sl)
 		return sessionErr(wire.CodeLaunchFailed, "session %s: %s", sessionID, reason)
 	}
-	m.mu.Lock()
-	lt.proc = proc
-	m.mu.Unlock()
 	m.turns.Add(1)
+	m.started(sl, proc)
 	go func() {
 		defer m.turns.Done()
 		res := proc.Wait()
 		m.mu.Lock()
-		killed, closing := lt.killed, m.closing
+		sl.exited = true
+		killed, closing := sl.killed, m.closing
 		m.mu.Unlock()
 		status, reason := store.StatusCompleted, ""
 		switch {
@@ -369,7 +355,7 @@ func (m *Manager) startTurn(sessionID string, adapter agents.Adapter, prompt, mo
 			status, reason = store.StatusFailed, res.Err.Error()
 		}
 		m.endTurn(sessionID, status, reason, res)
-		release()
+		m.release(sessionID, sl)
 	}()
 	return nil
 }

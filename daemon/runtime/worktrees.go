@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"reeve.dev/reeve/agents"
-	"reeve.dev/reeve/daemon/control"
 	"reeve.dev/reeve/daemon/store"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/daemon/worktree"
@@ -132,42 +130,14 @@ func (m *Manager) recordCheckpoint(sessionID string, wt worktree.Worktree, cp *w
 	m.record(sessionID, wire.KindCheckpoint, wire.Checkpoint{SHA: cp.SHA, Turn: cp.Turn, Action: cp.Action, Branch: wt.Branch, Files: cp.Files})
 }
 
-// opProc holds a session's turn slot during a worktree operation: a prompt
-// or a new turn is refused as busy, and a kill is refused until it ends.
-type opProc struct{ done chan struct{} }
-
-func (p *opProc) Wait() agents.TurnResult { <-p.done; return agents.TurnResult{} }
-func (p *opProc) Kill() error {
-	return sessionErr(wire.CodeBusy, "a worktree operation is in progress on this session; nothing is running to stop")
-}
-func (p *opProc) Input([]byte) error { return agents.ErrNoInput }
-
-var _ agents.Process = (*opProc)(nil)
-
-// hold reserves the session's turn slot for a worktree operation.
+// hold takes the session's turn slot for a worktree operation; what says
+// what it is, for the refusals of others meanwhile.
 func (m *Manager) hold(sessionID, what string) (release func(), err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closing {
-		return nil, sessionErr(wire.CodeShuttingDown, "the daemon is shutting down")
+	sl, err := m.reserve(sessionID, what)
+	if err != nil {
+		return nil, err
 	}
-	if lt := m.live[sessionID]; lt != nil {
-		if _, ok := lt.proc.(*opProc); ok {
-			return nil, sessionErr(wire.CodeBusy, "another worktree operation is in progress on session %s", sessionID)
-		}
-		return nil, sessionErr(wire.CodeBusy, "session %s is running a turn; %s it when the turn has ended (see `reeve wait %s`)", sessionID, what, sessionID)
-	}
-	p := &opProc{done: make(chan struct{})}
-	lt := &liveTurn{proc: p}
-	m.live[sessionID] = lt
-	return func() {
-		m.mu.Lock()
-		if m.live[sessionID] == lt {
-			delete(m.live, sessionID)
-		}
-		m.mu.Unlock()
-		close(p.done)
-	}, nil
+	return func() { m.release(sessionID, sl) }, nil
 }
 
 // sessionWorktree finds a session and its worktree, or says clearly why it
@@ -217,36 +187,14 @@ func worktreeErr(err error) error {
 	return err
 }
 
-// WorktreeCommands are the worktree requests of the control protocol, for
-// control.Options.Commands.
-func (m *Manager) WorktreeCommands() map[string]control.Command {
-	return map[string]control.Command{
-		wire.TypeRollback:        decoded(m.Rollback),
-		wire.TypeBranchRetry:     decoded(m.BranchRetry),
-		wire.TypeSquashMerge:     decoded(m.SquashMerge),
-		wire.TypeWorktreeList:    decoded(m.WorktreeList),
-		wire.TypeWorktreeDiff:    decoded(m.WorktreeDiff),
-		wire.TypeWorktreeSummary: decoded(m.WorktreeSummary),
-		wire.TypeWorktreeRemove:  decoded(m.RemoveWorktree),
-	}
-}
-
-// decoded adapts a typed handler to a control.Command. The handler runs
-// to its end even if the client goes away: a git step killed halfway (a
-// fast-forward, a reset) would leave a checkout half updated.
-func decoded[Req, Res any](fn func(context.Context, Req) (Res, error)) control.Command {
-	return func(ctx context.Context, frame []byte) (any, error) {
-		var req Req
-		if err := json.Unmarshal(frame, &req); err != nil {
-			return nil, sessionErr(wire.CodeBadFrame, "malformed frame: %v", err)
-		}
-		return fn(context.WithoutCancel(ctx), req)
-	}
-}
+// The worktree requests run to their end even if the client goes away: a
+// git step killed halfway (a fast-forward, a reset) would leave a checkout
+// half updated. Each starts with context.WithoutCancel for that.
 
 // Rollback resets a session's worktree to one of its checkpoints, after
 // checkpointing uncommitted work.
 func (m *Manager) Rollback(ctx context.Context, req wire.RollbackRequest) (wire.RollbackResult, error) {
+	ctx = context.WithoutCancel(ctx)
 	if req.SHA == "" {
 		return wire.RollbackResult{}, sessionErr(wire.CodeBadFrame, "sha is required: the checkpoint to roll back to")
 	}
@@ -271,6 +219,7 @@ func (m *Manager) Rollback(ctx context.Context, req wire.RollbackRequest) (wire.
 // BranchRetry starts a new session with the same agent, model and prompt
 // on a new branch from a checkpoint of another session.
 func (m *Manager) BranchRetry(ctx context.Context, req wire.BranchRetryRequest) (wire.BranchRetryResult, error) {
+	ctx = context.WithoutCancel(ctx)
 	if req.SHA == "" {
 		return wire.BranchRetryResult{}, sessionErr(wire.CodeBadFrame, "sha is required: the checkpoint to start from")
 	}
@@ -302,6 +251,7 @@ func (m *Manager) BranchRetry(ctx context.Context, req wire.BranchRetryRequest) 
 // SquashMerge merges a session's net change into its base branch as one
 // commit.
 func (m *Manager) SquashMerge(ctx context.Context, req wire.SquashMergeRequest) (wire.SquashMergeResult, error) {
+	ctx = context.WithoutCancel(ctx)
 	sess, mf, wt, err := m.sessionWorktree(ctx, req.SessionID)
 	if err != nil {
 		return wire.SquashMergeResult{}, err
@@ -348,9 +298,10 @@ func squashMessage(sess store.Session, mf wire.Manifest) string {
 	return b.String()
 }
 
-// RemoveWorktree deletes a session's worktree directory, after
+// WorktreeRemove deletes a session's worktree directory, after
 // checkpointing uncommitted work; the branch stays unless merged.
-func (m *Manager) RemoveWorktree(ctx context.Context, req wire.WorktreeRequest) (wire.WorktreeRemoveResult, error) {
+func (m *Manager) WorktreeRemove(ctx context.Context, req wire.WorktreeRemoveRequest) (wire.WorktreeRemoveResult, error) {
+	ctx = context.WithoutCancel(ctx)
 	_, mf, wt, err := m.sessionWorktree(ctx, req.SessionID)
 	if err != nil {
 		return wire.WorktreeRemoveResult{}, err
@@ -374,7 +325,8 @@ func (m *Manager) RemoveWorktree(ctx context.Context, req wire.WorktreeRequest) 
 }
 
 // WorktreeList lists the sessions that have worktrees (or one session's).
-func (m *Manager) WorktreeList(ctx context.Context, req wire.WorktreeRequest) (wire.WorktreeList, error) {
+func (m *Manager) WorktreeList(ctx context.Context, req wire.WorktreeListRequest) (wire.WorktreeList, error) {
+	ctx = context.WithoutCancel(ctx)
 	var sessions []store.Session
 	if req.SessionID != "" {
 		s, _, _, err := m.sessionWorktree(ctx, req.SessionID)
@@ -417,7 +369,8 @@ func (m *Manager) WorktreeList(ctx context.Context, req wire.WorktreeRequest) (w
 }
 
 // WorktreeDiff is a session's change against its base, as a patch.
-func (m *Manager) WorktreeDiff(ctx context.Context, req wire.WorktreeRequest) (wire.WorktreeDiff, error) {
+func (m *Manager) WorktreeDiff(ctx context.Context, req wire.WorktreeDiffRequest) (wire.WorktreeDiff, error) {
+	ctx = context.WithoutCancel(ctx)
 	_, _, wt, err := m.sessionWorktree(ctx, req.SessionID)
 	if err != nil {
 		return wire.WorktreeDiff{}, err
@@ -433,7 +386,8 @@ func (m *Manager) WorktreeDiff(ctx context.Context, req wire.WorktreeRequest) (w
 }
 
 // WorktreeSummary sums a session's change and lists its checkpoints.
-func (m *Manager) WorktreeSummary(ctx context.Context, req wire.WorktreeRequest) (wire.WorktreeSummary, error) {
+func (m *Manager) WorktreeSummary(ctx context.Context, req wire.WorktreeSummaryRequest) (wire.WorktreeSummary, error) {
+	ctx = context.WithoutCancel(ctx)
 	_, _, wt, err := m.sessionWorktree(ctx, req.SessionID)
 	if err != nil {
 		return wire.WorktreeSummary{}, err
@@ -481,16 +435,4 @@ func clip(s string, n int) string {
 		n--
 	}
 	return s[:n] + "..."
-}
-
-// commands joins the request types that parts of the worker add to the
-// control protocol.
-func commands(sets ...map[string]control.Command) map[string]control.Command {
-	out := map[string]control.Command{}
-	for _, set := range sets {
-		for k, v := range set {
-			out[k] = v
-		}
-	}
-	return out
 }

@@ -79,7 +79,17 @@ type Readiness struct {
 	// Fatal marks an error that a restart cannot fix (bad listen address,
 	// port in use); the supervisor gives up instead of retrying.
 	Fatal bool `json:"fatal,omitempty"`
+	// Reason is a machine-readable cause of Error, so that the command
+	// that started the daemon can say what to change in its own terms.
+	Reason string `json:"reason,omitempty"`
 }
+
+// Readiness reasons.
+const (
+	// ReadinessAddressInUse: the listen address is taken by another
+	// process.
+	ReadinessAddressInUse = "address_in_use"
+)
 
 // WorkerExitFatal is the worker process's exit code for a start-up failure
 // that a restart cannot fix; the supervisor gives up instead of retrying.

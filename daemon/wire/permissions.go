@@ -58,6 +58,9 @@ type RespondPermissionRequest struct {
 	Remember bool `json:"remember,omitempty"`
 }
 
+// SetHeader implements Request.
+func (r *RespondPermissionRequest) SetHeader(id string) { r.Type, r.ID = TypeRespondPermission, id }
+
 // SetModeRequest sets a session's operator mode.
 type SetModeRequest struct {
 	Type      string `json:"type"`
@@ -65,6 +68,9 @@ type SetModeRequest struct {
 	SessionID string `json:"session_id"`
 	Mode      string `json:"mode"` // detect or bypass
 }
+
+// SetHeader implements Request.
+func (r *SetModeRequest) SetHeader(id string) { r.Type, r.ID = TypeSetMode, id }
 
 // HookPermissionRequest announces a pending request to the session's
 // followers.

@@ -27,6 +27,10 @@ const (
 	TypeSessionUpdate     = "session-update"
 	TypeSessionEnded      = "session-ended"
 	TypeDiscoveredSession = "discovered-session"
+	// TypeDaemonStopping is the last frame of every connection when the
+	// daemon shuts down: the connection closes next, and will not come back
+	// by itself.
+	TypeDaemonStopping = "daemon-stopping"
 )
 
 // Error codes carried by a failed ack.
@@ -42,7 +46,16 @@ const (
 	CodeLaunchFailed   = "launch_failed" // the agent could not be started
 	CodeShuttingDown   = "shutting_down" // the daemon is stopping
 	CodeAlreadyWatched = "already_subscribed"
+	CodeNotSubscribed  = "not_subscribed" // unsubscribe from a session this connection does not follow
+	CodeAckInternal    = "internal"       // the daemon failed; the message says how
 )
+
+// Request is a frame a client sends; the daemon answers each with exactly
+// one ack. SetHeader stamps the frame's type and the client's id, so a
+// client can send any request without knowing its type by name.
+type Request interface {
+	SetHeader(id string)
+}
 
 // Envelope is the part every frame shares; read it first to dispatch.
 type Envelope struct {
@@ -67,11 +80,14 @@ type Ack struct {
 	Error  *AckError       `json:"error,omitempty"`
 }
 
-// AckError says why a request failed.
+// AckError says why a request failed. It is also the error a client
+// returns for a refused request.
 type AckError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
+
+func (e *AckError) Error() string { return e.Message }
 
 // LaunchRequest starts a session. Directory is a registered directory's id
 // or absolute path.
@@ -87,12 +103,18 @@ type LaunchRequest struct {
 	Mode string `json:"mode,omitempty"`
 }
 
+// SetHeader implements Request.
+func (r *LaunchRequest) SetHeader(id string) { r.Type, r.ID = TypeLaunch, id }
+
 // KillRequest stops a running session.
 type KillRequest struct {
 	Type      string `json:"type"`
 	ID        string `json:"id"`
 	SessionID string `json:"session_id"`
 }
+
+// SetHeader implements Request.
+func (r *KillRequest) SetHeader(id string) { r.Type, r.ID = TypeKill, id }
 
 // PromptRequest gives a session a further prompt.
 type PromptRequest struct {
@@ -101,6 +123,9 @@ type PromptRequest struct {
 	SessionID string `json:"session_id"`
 	Text      string `json:"text"`
 }
+
+// SetHeader implements Request.
+func (r *PromptRequest) SetHeader(id string) { r.Type, r.ID = TypePrompt, id }
 
 // SubscribeRequest streams a session's events with seq > AfterSeq: the
 // stored ones first, then live ones, with no gap and no duplicate, then a
@@ -112,12 +137,18 @@ type SubscribeRequest struct {
 	AfterSeq  int64  `json:"after_seq"`
 }
 
+// SetHeader implements Request.
+func (r *SubscribeRequest) SetHeader(id string) { r.Type, r.ID = TypeSubscribe, id }
+
 // UnsubscribeRequest stops a subscription.
 type UnsubscribeRequest struct {
 	Type      string `json:"type"`
 	ID        string `json:"id"`
 	SessionID string `json:"session_id"`
 }
+
+// SetHeader implements Request.
+func (r *UnsubscribeRequest) SetHeader(id string) { r.Type, r.ID = TypeUnsubscribe, id }
 
 // List scopes.
 const (
@@ -135,6 +166,9 @@ type ListRequest struct {
 	DirectoryID string `json:"directory_id,omitempty"`
 	Agent       string `json:"agent,omitempty"`
 }
+
+// SetHeader implements Request.
+func (r *ListRequest) SetHeader(id string) { r.Type, r.ID = TypeList, id }
 
 // ListResult is the result of a list ack.
 type ListResult struct {
@@ -246,10 +280,9 @@ type EventPage struct {
 	Events []SessionUpdate `json:"events"`
 }
 
-// Notice is a frame the daemon pushes to clients outside any subscription
-// stream: to every connection when SessionID is empty, else to the
-// connections that follow that session.
-type Notice struct {
-	SessionID string
-	Frame     any
+// DaemonStopping tells a client that the daemon is shutting down; the
+// connection closes after it.
+type DaemonStopping struct {
+	Type   string `json:"type"`
+	Reason string `json:"reason"`
 }

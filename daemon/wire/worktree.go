@@ -87,13 +87,47 @@ type WorktreeEvent struct {
 	Note       string   `json:"note,omitempty"`
 }
 
-// WorktreeRequest names a session: worktree-diff, worktree-summary,
-// worktree-remove, and worktree-list (where the session is optional).
-type WorktreeRequest struct {
+// WorktreeListRequest lists session worktrees: every session's, or only
+// SessionID's when it is set.
+type WorktreeListRequest struct {
 	Type      string `json:"type"`
 	ID        string `json:"id"`
 	SessionID string `json:"session_id,omitempty"`
 }
+
+// SetHeader implements Request.
+func (r *WorktreeListRequest) SetHeader(id string) { r.Type, r.ID = TypeWorktreeList, id }
+
+// WorktreeDiffRequest asks for a session's patch against its base.
+type WorktreeDiffRequest struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	SessionID string `json:"session_id"`
+}
+
+// SetHeader implements Request.
+func (r *WorktreeDiffRequest) SetHeader(id string) { r.Type, r.ID = TypeWorktreeDiff, id }
+
+// WorktreeSummaryRequest asks for a session's change summary and
+// checkpoints.
+type WorktreeSummaryRequest struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	SessionID string `json:"session_id"`
+}
+
+// SetHeader implements Request.
+func (r *WorktreeSummaryRequest) SetHeader(id string) { r.Type, r.ID = TypeWorktreeSummary, id }
+
+// WorktreeRemoveRequest removes a session's worktree directory.
+type WorktreeRemoveRequest struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	SessionID string `json:"session_id"`
+}
+
+// SetHeader implements Request.
+func (r *WorktreeRemoveRequest) SetHeader(id string) { r.Type, r.ID = TypeWorktreeRemove, id }
 
 // RollbackRequest resets a session's worktree to one of its checkpoints.
 type RollbackRequest struct {
@@ -102,6 +136,9 @@ type RollbackRequest struct {
 	SessionID string `json:"session_id"`
 	SHA       string `json:"sha"`
 }
+
+// SetHeader implements Request.
+func (r *RollbackRequest) SetHeader(id string) { r.Type, r.ID = TypeRollback, id }
 
 // BranchRetryRequest starts a new session, with the same agent, model and
 // prompt (unless Prompt is given), on a new branch from a checkpoint.
@@ -113,6 +150,9 @@ type BranchRetryRequest struct {
 	Prompt    string `json:"prompt,omitempty"`
 }
 
+// SetHeader implements Request.
+func (r *BranchRetryRequest) SetHeader(id string) { r.Type, r.ID = TypeBranchRetry, id }
+
 // SquashMergeRequest merges a session's net change into its base branch as
 // one commit; Message defaults to one derived from the session.
 type SquashMergeRequest struct {
@@ -121,6 +161,9 @@ type SquashMergeRequest struct {
 	SessionID string `json:"session_id"`
 	Message   string `json:"message,omitempty"`
 }
+
+// SetHeader implements Request.
+func (r *SquashMergeRequest) SetHeader(id string) { r.Type, r.ID = TypeSquashMerge, id }
 
 // CheckpointInfo is one commit on a session branch.
 type CheckpointInfo struct {

@@ -3,34 +3,25 @@
 // inside it, which the two ends seal for each other.
 package relay
 
-// Envelope is one WebSocket text message on the relay, in either direction.
-//
-// A daemon connection (role workspace-daemon) carries many channels, one per
-// connected client: the relay sends it "open" when a client for its runtime
-// target connects, "data" with that client's payloads and "close" when the
-// client leaves; the daemon sends "data" and "close" naming the channel.
-//
-// A client connection (role client) is one channel: it sends and receives
-// "data" without a channel id (the relay assigns it), and receives "close"
-// when the daemon closes the channel or "error" when the relay cannot route
-// (no daemon for that runtime target, the daemon went away).
-type Envelope struct {
-	Type    string `json:"t"`                // open, data, close, error
-	Channel string `json:"ch,omitempty"`     // set on a daemon's connection
-	Payload string `json:"p,omitempty"`      // base64 of the opaque, sealed payload
-	Reason  string `json:"reason,omitempty"` // for close and error
-}
+import "reeve.dev/reeve/server/relay/relaywire"
+
+// The envelope is defined once, in the leaf package relaywire, which the
+// daemon and remote clients import without linking the relay server; these
+// names let the relay's own code keep reading as it did.
+
+// Envelope is one WebSocket text message on the relay (relaywire.Envelope).
+type Envelope = relaywire.Envelope
 
 // Envelope types.
 const (
-	TypeOpen  = "open"
-	TypeData  = "data"
-	TypeClose = "close"
-	TypeError = "error"
+	TypeOpen  = relaywire.TypeOpen
+	TypeData  = relaywire.TypeData
+	TypeClose = relaywire.TypeClose
+	TypeError = relaywire.TypeError
 )
 
-// Roles of relay connections (the role query parameter and the JWT claim).
+// Roles of relay connections.
 const (
-	RoleDaemon = "workspace-daemon"
-	RoleClient = "client"
+	RoleDaemon = relaywire.RoleDaemon
+	RoleClient = relaywire.RoleClient
 )

@@ -12,7 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"reeve.dev/reeve/server/relay"
+	"reeve.dev/reeve/server/relay/relaywire"
 	"reeve.dev/reeve/server/sdk/e2e"
 )
 
@@ -90,7 +90,7 @@ func (e *UpgradeError) Error() string {
 	return fmt.Sprintf("the relay refused the connection: %d %s", e.Status, http.StatusText(e.Status))
 }
 
-func writeEnvelope(ctx context.Context, ws *websocket.Conn, env relay.Envelope) error {
+func writeEnvelope(ctx context.Context, ws *websocket.Conn, env relaywire.Envelope) error {
 	b, err := json.Marshal(env)
 	if err != nil {
 		return err
@@ -111,20 +111,20 @@ func readPayload(ctx context.Context, ws *websocket.Conn) ([]byte, error) {
 			}
 			return nil, err
 		}
-		var env relay.Envelope
+		var env relaywire.Envelope
 		if err := json.Unmarshal(b, &env); err != nil {
 			return nil, fmt.Errorf("relay sent a message that is not an envelope: %w", err)
 		}
 		switch env.Type {
-		case relay.TypeData:
+		case relaywire.TypeData:
 			p, err := base64.StdEncoding.DecodeString(env.Payload)
 			if err != nil {
 				return nil, fmt.Errorf("relay envelope payload is not base64: %w", err)
 			}
 			return p, nil
-		case relay.TypeClose:
+		case relaywire.TypeClose:
 			return nil, &ClosedError{By: "daemon", Reason: env.Reason}
-		case relay.TypeError:
+		case relaywire.TypeError:
 			return nil, &ClosedError{By: "relay", Reason: env.Reason}
 		}
 		// open is for daemons; anything newer is skipped.
@@ -132,7 +132,7 @@ func readPayload(ctx context.Context, ws *websocket.Conn) ([]byte, error) {
 }
 
 func writePayload(ctx context.Context, ws *websocket.Conn, p []byte) error {
-	return writeEnvelope(ctx, ws, relay.Envelope{Type: relay.TypeData, Payload: base64.StdEncoding.EncodeToString(p)})
+	return writeEnvelope(ctx, ws, relaywire.Envelope{Type: relaywire.TypeData, Payload: base64.StdEncoding.EncodeToString(p)})
 }
 
 // handshake runs the end-to-end key exchange on a fresh relay connection.
@@ -181,8 +181,9 @@ func handshake(ctx context.Context, ws *websocket.Conn, anchor []byte, fingerpri
 // maxMessage bounds one control-protocol frame from the daemon.
 const maxMessage = 16 << 20
 
-// read returns the next whole control-protocol frame.
-func (c *channel) read(ctx context.Context) ([]byte, error) {
+// ReadFrame returns the next whole control-protocol frame
+// (wireclient.Transport).
+func (c *channel) ReadFrame(ctx context.Context) ([]byte, error) {
 	for {
 		p, err := readPayload(ctx, c.ws)
 		if err != nil {
@@ -199,11 +200,17 @@ func (c *channel) read(ctx context.Context) ([]byte, error) {
 	}
 }
 
-// write seals one control-protocol frame and sends it.
-func (c *channel) write(ctx context.Context, msg []byte) error {
+// WriteFrame seals one control-protocol frame and sends it.
+func (c *channel) WriteFrame(ctx context.Context, msg []byte) error {
 	return c.sess.Seal(msg, func(f []byte) error { return writePayload(ctx, c.ws, f) })
 }
 
-func (c *channel) close(reason string) {
-	c.ws.Close(websocket.StatusNormalClosure, reason)
+// Close ends the relayed connection.
+func (c *channel) Close(reason string) error {
+	return c.ws.Close(websocket.StatusNormalClosure, reason)
+}
+
+func quoteJSON(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

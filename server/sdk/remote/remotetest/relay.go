@@ -21,7 +21,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"reeve.dev/reeve/server/relay"
+	"reeve.dev/reeve/server/relay/relaywire"
 	"reeve.dev/reeve/server/sdk"
 )
 
@@ -32,7 +32,7 @@ type Options struct {
 	// Intercept sees each envelope on its way to a connection of role to
 	// and returns what to deliver instead (nil drops it; two copies
 	// replays it).
-	Intercept func(to string, env relay.Envelope) []relay.Envelope
+	Intercept func(to string, env relaywire.Envelope) []relaywire.Envelope
 }
 
 // Relay is a running test relay.
@@ -145,7 +145,7 @@ func (r *Relay) serveWS(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "relay unavailable", http.StatusServiceUnavailable)
 		return
 	}
-	if (role != relay.RoleDaemon && role != relay.RoleClient) || wsID == "" || target == "" {
+	if (role != relaywire.RoleDaemon && role != relaywire.RoleClient) || wsID == "" || target == "" {
 		http.Error(w, "role, workspaceId and runtimeTargetId are required", http.StatusBadRequest)
 		return
 	}
@@ -176,15 +176,15 @@ func (r *Relay) serveWS(w http.ResponseWriter, req *http.Request) {
 		ws.CloseNow()
 	}()
 	ctx := context.Background()
-	if role == relay.RoleDaemon {
+	if role == relaywire.RoleDaemon {
 		r.serveDaemon(ctx, ws, wsID+"/"+target)
 	} else {
 		r.serveClient(ctx, ws, wsID+"/"+target)
 	}
 }
 
-func (r *Relay) send(ctx context.Context, to string, ws *websocket.Conn, env relay.Envelope) {
-	envs := []relay.Envelope{env}
+func (r *Relay) send(ctx context.Context, to string, ws *websocket.Conn, env relaywire.Envelope) {
+	envs := []relaywire.Envelope{env}
 	if r.opts.Intercept != nil {
 		envs = r.opts.Intercept(to, env)
 	}
@@ -213,7 +213,7 @@ func (r *Relay) serveDaemon(ctx context.Context, ws *websocket.Conn, key string)
 		d.channels = map[string]*websocket.Conn{}
 		r.mu.Unlock()
 		for _, c := range chans {
-			r.send(ctx, relay.RoleClient, c, relay.Envelope{Type: relay.TypeError, Reason: "the daemon went away"})
+			r.send(ctx, relaywire.RoleClient, c, relaywire.Envelope{Type: relaywire.TypeError, Reason: "the daemon went away"})
 			c.Close(websocket.StatusGoingAway, "the daemon went away")
 		}
 	}()
@@ -223,13 +223,13 @@ func (r *Relay) serveDaemon(ctx context.Context, ws *websocket.Conn, key string)
 			return
 		}
 		r.record(b)
-		var env relay.Envelope
+		var env relaywire.Envelope
 		if json.Unmarshal(b, &env) != nil {
 			continue
 		}
 		r.mu.Lock()
 		c := d.channels[env.Channel]
-		if env.Type == relay.TypeClose {
+		if env.Type == relaywire.TypeClose {
 			delete(d.channels, env.Channel)
 		}
 		r.mu.Unlock()
@@ -237,10 +237,10 @@ func (r *Relay) serveDaemon(ctx context.Context, ws *websocket.Conn, key string)
 			continue
 		}
 		switch env.Type {
-		case relay.TypeData:
-			r.send(ctx, relay.RoleClient, c, relay.Envelope{Type: relay.TypeData, Payload: env.Payload})
-		case relay.TypeClose:
-			r.send(ctx, relay.RoleClient, c, relay.Envelope{Type: relay.TypeClose, Reason: env.Reason})
+		case relaywire.TypeData:
+			r.send(ctx, relaywire.RoleClient, c, relaywire.Envelope{Type: relaywire.TypeData, Payload: env.Payload})
+		case relaywire.TypeClose:
+			r.send(ctx, relaywire.RoleClient, c, relaywire.Envelope{Type: relaywire.TypeClose, Reason: env.Reason})
 			c.Close(websocket.StatusNormalClosure, truncate(env.Reason))
 		}
 	}
@@ -251,7 +251,7 @@ func (r *Relay) serveClient(ctx context.Context, ws *websocket.Conn, key string)
 	d := r.daemons[key]
 	r.mu.Unlock()
 	if d == nil {
-		r.send(ctx, relay.RoleClient, ws, relay.Envelope{Type: relay.TypeError, Reason: "no daemon is online for that runtime target"})
+		r.send(ctx, relaywire.RoleClient, ws, relaywire.Envelope{Type: relaywire.TypeError, Reason: "no daemon is online for that runtime target"})
 		ws.Close(websocket.StatusNormalClosure, "no daemon")
 		return
 	}
@@ -267,21 +267,21 @@ func (r *Relay) serveClient(ctx context.Context, ws *websocket.Conn, key string)
 		delete(r.clients, ch)
 		r.mu.Unlock()
 		if open {
-			r.send(ctx, relay.RoleDaemon, d.ws, relay.Envelope{Type: relay.TypeClose, Channel: ch, Reason: "the client left"})
+			r.send(ctx, relaywire.RoleDaemon, d.ws, relaywire.Envelope{Type: relaywire.TypeClose, Channel: ch, Reason: "the client left"})
 		}
 	}()
-	r.send(ctx, relay.RoleDaemon, d.ws, relay.Envelope{Type: relay.TypeOpen, Channel: ch})
+	r.send(ctx, relaywire.RoleDaemon, d.ws, relaywire.Envelope{Type: relaywire.TypeOpen, Channel: ch})
 	for {
 		_, b, err := ws.Read(ctx)
 		if err != nil {
 			return
 		}
 		r.record(b)
-		var env relay.Envelope
-		if json.Unmarshal(b, &env) != nil || env.Type != relay.TypeData {
+		var env relaywire.Envelope
+		if json.Unmarshal(b, &env) != nil || env.Type != relaywire.TypeData {
 			continue
 		}
-		r.send(ctx, relay.RoleDaemon, d.ws, relay.Envelope{Type: relay.TypeData, Channel: ch, Payload: env.Payload})
+		r.send(ctx, relaywire.RoleDaemon, d.ws, relaywire.Envelope{Type: relaywire.TypeData, Channel: ch, Payload: env.Payload})
 	}
 }
 

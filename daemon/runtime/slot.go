@@ -1,0 +1,113 @@
+package runtime
+
+import (
+	"reeve.dev/reeve/agents"
+	"reeve.dev/reeve/daemon/store"
+	"reeve.dev/reeve/daemon/wire"
+)
+
+// A session has one turn slot. A turn holds it from before its prompt is
+// recorded until its end is; a worktree operation that changes the
+// session's worktree (rollback, squash-merge, worktree-remove) holds it
+// while it works. While the slot is taken a new turn is refused as busy,
+// and a prompt goes to the running agent's terminal when it has one.
+
+// slot is a session's taken turn slot. Its fields are guarded by
+// Manager.mu.
+type slot struct {
+	// op names the worktree operation holding the slot; "" for a turn.
+	op string
+	// proc is the turn's agent process, nil until it has started.
+	proc agents.Process
+	// killed is set by a kill request; a turn whose process starts after
+	// it is killed at once.
+	killed bool
+	// exited is set when the turn's process has ended and its end is
+	// being recorded: there is nothing left to kill.
+	exited bool
+}
+
+// reserve takes the session's slot for a turn (op "") or a worktree
+// operation, or says why it cannot.
+func (m *Manager) reserve(sessionID, op string) (*slot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closing {
+		return nil, sessionErr(wire.CodeShuttingDown, "the daemon is shutting down")
+	}
+	if held := m.slots[sessionID]; held != nil {
+		switch {
+		case held.op != "" && op != "":
+			return nil, sessionErr(wire.CodeBusy, "another worktree operation (%s) is in progress on session %s", held.op, sessionID)
+		case held.op != "":
+			return nil, sessionErr(wire.CodeBusy, "a worktree operation (%s) is in progress on session %s; try again when it has ended", held.op, sessionID)
+		case op != "":
+			return nil, sessionErr(wire.CodeBusy, "session %s is running a turn; %s it when the turn has ended (see `reeve wait %s`)", sessionID, op, sessionID)
+		default:
+			return nil, sessionErr(wire.CodeBusy, "session %s is running a turn", sessionID)
+		}
+	}
+	sl := &slot{op: op}
+	m.slots[sessionID] = sl
+	return sl, nil
+}
+
+// started gives a turn's slot its process, killing it at once when a kill
+// or the daemon's shutdown came while it was starting.
+func (m *Manager) started(sl *slot, proc agents.Process) {
+	m.mu.Lock()
+	sl.proc = proc
+	kill := sl.killed || m.closing
+	m.mu.Unlock()
+	if kill {
+		proc.Kill()
+	}
+}
+
+// release frees the session's slot, if sl still holds it.
+func (m *Manager) release(sessionID string, sl *slot) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.slots[sessionID] == sl {
+		delete(m.slots, sessionID)
+	}
+}
+
+// running reports whether the session's slot is taken, and the agent
+// process of a running turn (nil while it starts, or for an operation).
+func (m *Manager) running(sessionID string) (agents.Process, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sl := m.slots[sessionID]
+	if sl == nil {
+		return nil, false
+	}
+	return sl.proc, true
+}
+
+// kill stops the session's running turn. A turn still starting is killed
+// as soon as its process exists.
+func (m *Manager) kill(sessionID string, status store.Status) error {
+	m.mu.Lock()
+	sl := m.slots[sessionID]
+	var proc agents.Process
+	switch {
+	case sl == nil:
+		m.mu.Unlock()
+		return sessionErr(wire.CodeNotRunning, "session %s is not running (status %s)", sessionID, status)
+	case sl.op != "":
+		m.mu.Unlock()
+		return sessionErr(wire.CodeBusy, "a worktree operation (%s) is in progress on session %s; nothing is running to stop", sl.op, sessionID)
+	case sl.exited:
+		m.mu.Unlock()
+		return sessionErr(wire.CodeNotRunning, "session %s has ended its turn (status %s)", sessionID, status)
+	default:
+		sl.killed = true
+		proc = sl.proc
+	}
+	m.mu.Unlock()
+	if proc == nil {
+		return nil
+	}
+	return proc.Kill()
+}
