@@ -133,7 +133,6 @@ func runGuardCheck(opts *guardCheckOptions) error {
 	return nil
 }
 
-
 func getenv(env *Env, key string) string {
 	if env.Getenv == nil {
 		return os.Getenv(key)

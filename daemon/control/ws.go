@@ -228,10 +228,10 @@ func (w wsFrames) GoingAway(reason string) error {
 }
 
 type wsConn struct {
-	srv     *wsServer
-	c       FrameConn
-	ctx     context.Context
-	cancel  context.CancelFunc
+	srv    *wsServer
+	c      FrameConn
+	ctx    context.Context
+	cancel context.CancelFunc
 	// wmu is a one-slot semaphore held by the write in progress; unlike a
 	// mutex, the goodbye can give up waiting for a stuck write.
 	wmu     chan struct{}

@@ -668,9 +668,18 @@ func TestWorktreeOperationsHoldTheSlot(t *testing.T) {
 	}
 	p := <-procs
 	for _, op := range []func() error{
-		func() error { _, err := f.mgr.Rollback(f.ctx, wire.RollbackRequest{SessionID: si.ID, SHA: cp.SHA}); return err },
-		func() error { _, err := f.mgr.SquashMerge(f.ctx, wire.SquashMergeRequest{SessionID: si.ID}); return err },
-		func() error { _, err := f.mgr.WorktreeRemove(f.ctx, wire.WorktreeRemoveRequest{SessionID: si.ID}); return err },
+		func() error {
+			_, err := f.mgr.Rollback(f.ctx, wire.RollbackRequest{SessionID: si.ID, SHA: cp.SHA})
+			return err
+		},
+		func() error {
+			_, err := f.mgr.SquashMerge(f.ctx, wire.SquashMergeRequest{SessionID: si.ID})
+			return err
+		},
+		func() error {
+			_, err := f.mgr.WorktreeRemove(f.ctx, wire.WorktreeRemoveRequest{SessionID: si.ID})
+			return err
+		},
 	} {
 		if err := op(); code(err) != wire.CodeBusy || !strings.Contains(err.Error(), "running a turn") {
 			t.Fatalf("operation during a turn: %v", err)
