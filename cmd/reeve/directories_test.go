@@ -52,9 +52,11 @@ func TestDirectoryCommands(t *testing.T) {
 		t.Fatalf("human list: %q", r.stdout)
 	}
 
-	for _, bad := range []string{filepath.Join(work, "missing"), writeFile(t, work, "f.txt")} {
-		if r := h.run("add", bad); r.code != 2 {
-			t.Errorf("add %s: exit %d %q", bad, r.code, r.stderr)
+	// A directory that does not exist is not found (4); a file is not a
+	// directory (2).
+	for bad, code := range map[string]int{filepath.Join(work, "missing"): 4, writeFile(t, work, "f.txt"): 2} {
+		if r := h.run("add", bad); r.code != code {
+			t.Errorf("add %s: exit %d %q, want %d", bad, r.code, r.stderr, code)
 		}
 	}
 	if r := h.run("add"); r.code != 2 {

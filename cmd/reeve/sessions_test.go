@@ -339,7 +339,7 @@ func TestSessionBadInput(t *testing.T) {
 		msg  string
 	}{
 		{"unknown agent", []string{"run", work, "--agent", "nope", "--prompt", "x"}, 2, "available: claude, codex, shell, cat"},
-		{"missing directory", []string{"run", filepath.Join(work, "gone"), "--prompt", "x"}, 2, "does not exist"},
+		{"missing directory", []string{"run", filepath.Join(work, "gone"), "--prompt", "x"}, 4, "does not exist"},
 		{"missing prompt", []string{"run", work}, 2, "prompt"},
 		{"empty prompt", []string{"run", work, "--prompt", ""}, 2, "prompt"},
 		{"unknown session: logs", []string{"logs", "NOPE"}, 4, "no session"},
