@@ -76,6 +76,7 @@ func (fakePermissions) RespondPermission(_ context.Context, req wire.RespondPerm
 func (fakePermissions) SetMode(context.Context, wire.SetModeRequest) error { return nil }
 
 type wsFixture struct {
+	api      *API
 	st       *store.Store
 	url      string
 	sid      string
@@ -111,7 +112,7 @@ func newWSFixture(t testing.TB) *wsFixture {
 	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
 	api.opts.BoundPort = port
 	*api = *New(api.opts)
-	return &wsFixture{st: st, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws", sid: sess.ID, sessions: fs}
+	return &wsFixture{api: api, st: st, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws", sid: sess.ID, sessions: fs}
 }
 
 type testConn struct {
@@ -410,5 +411,43 @@ func TestNoticesAndCommands(t *testing.T) {
 	other.sendRaw(websocket.MessageText, []byte(`{"type":"respond-permission","id":"e1","request_id":"r7","decision":"allow","reason":"x1"}`))
 	if ack := other.ack(); !ack.OK || ack.ID != "e1" || !strings.Contains(string(ack.Result), `"request_id":"r7"`) || !strings.Contains(string(ack.Result), `"reason":"x1"`) {
 		t.Fatalf("request ack: %+v", ack)
+	}
+}
+
+// When the daemon stops, every connection — a follower mid-stream, one
+// idle — gets a daemon-stopping frame with the reason and a going-away
+// close; a connection made afterwards gets its hello and the same.
+func TestStopSaysGoodbye(t *testing.T) {
+	f := newWSFixture(t)
+	appendN(t, f.st, f.sid, 1, 5)
+	follower := f.dial(t, true)
+	follower.send(wire.SubscribeRequest{Type: wire.TypeSubscribe, ID: "s", SessionID: f.sid})
+	follower.ack()
+	for i := 0; i < 5; i++ {
+		follower.readRaw()
+	}
+	idle := f.dial(t, true)
+	idle.send(wire.ListRequest{Type: wire.TypeList, ID: "l"})
+	idle.ack()
+
+	f.api.Stop("the daemon is stopping")
+	for _, tc := range []*testConn{follower, idle} {
+		var d wire.DaemonStopping
+		tc.read(&d)
+		if d.Type != wire.TypeDaemonStopping || d.Reason != "the daemon is stopping" {
+			t.Fatalf("goodbye %+v", d)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, _, err := tc.c.Read(ctx)
+		cancel()
+		if websocket.CloseStatus(err) != websocket.StatusGoingAway {
+			t.Fatalf("close: %v", err)
+		}
+	}
+	late := f.dial(t, false)
+	var d wire.DaemonStopping
+	late.read(&d)
+	if d.Type != wire.TypeDaemonStopping {
+		t.Fatalf("late connection got %+v", d)
 	}
 }

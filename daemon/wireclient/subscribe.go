@@ -130,8 +130,10 @@ func (c *Conn) Subscribe(ctx context.Context, sessionID string, afterSeq int64) 
 
 // Unsubscribe stops following a session; its Updates channel is closed
 // and no event of it follows.
+//
+// The subscription ends here first: a reader blocked on its full channel
+// lets go at once, so the daemon's ack can be read.
 func (c *Conn) Unsubscribe(ctx context.Context, sessionID string) error {
-	err := c.Call(ctx, &wire.UnsubscribeRequest{SessionID: sessionID}, nil)
 	c.mu.Lock()
 	s := c.subs[sessionID]
 	delete(c.subs, sessionID)
@@ -139,7 +141,7 @@ func (c *Conn) Unsubscribe(ctx context.Context, sessionID string) error {
 	if s != nil {
 		s.end(nil, errors.New("unsubscribed"))
 	}
-	return err
+	return c.Call(ctx, &wire.UnsubscribeRequest{SessionID: sessionID}, nil)
 }
 
 func (c *Conn) drop(s *Subscription) {
