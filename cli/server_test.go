@@ -81,6 +81,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Reset()         { s.mu.Lock(); defer s.mu.Unlock(); s.b.Reset() }
 
 func TestServerFirstStartPrintsALoginLinkThatSignsIn(t *testing.T) {
 	env, _, _ := testEnv()
