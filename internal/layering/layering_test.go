@@ -51,10 +51,10 @@ func packages(t *testing.T, pattern string) []string {
 func TestLeafPackages(t *testing.T) {
 	allowed := []string{"github.com/oklog/ulid/v2"}
 	for pkg, extra := range map[string][]string{
-		module + "/daemon/wire":              nil, // the control protocol
-		module + "/server/sdk":               nil, // REST bodies
-		module + "/server/relay/relaywire":   nil, // the relay envelope
-		module + "/daemon/wireclient":        {module + "/daemon/wire"},
+		module + "/daemon/wire":            nil, // the control protocol
+		module + "/server/sdk":             nil, // REST bodies
+		module + "/server/relay/relaywire": nil, // the relay envelope
+		module + "/daemon/wireclient":      {module + "/daemon/wire"},
 	} {
 		list, ok := deps(t, pkg)
 		if !ok {
