@@ -49,7 +49,9 @@ const healthTimeout = 2 * time.Second
 
 // defaultCallTimeout bounds every call to the daemon (a REST request, or a
 // request of the control protocol until its ack), so that no command hangs
-// on a frozen worker. REEVE_DAEMON_TIMEOUT (seconds) changes it.
+// on a frozen worker; a follower checks as often that the daemon still
+// answers, and rides out an outage (a worker restart) as long.
+// REEVE_DAEMON_TIMEOUT (seconds) changes it.
 const defaultCallTimeout = 30 * time.Second
 
 // Daemon is what commands ask of a running daemon: its REST routes and its
@@ -129,7 +131,9 @@ func (d *localDaemon) Protocol(ctx context.Context) (Protocol, error) {
 		defer cancel()
 		// Followers ride out a worker restart: the protocol client finds the
 		// daemon again through the home and resumes where it was.
-		c, err := controlclient.DialHome(dctx, d.dir, controlclient.ConnOptions{Reconnect: true, RequestTimeout: d.timeout})
+		c, err := controlclient.DialHome(dctx, d.dir, controlclient.ConnOptions{
+			Reconnect: true, ReconnectFor: d.timeout, RequestTimeout: d.timeout, PingInterval: d.timeout,
+		})
 		if err != nil {
 			return nil, err
 		}
