@@ -378,3 +378,42 @@ func TestSessionBadInput(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// ls --format works on every line when agents' own sessions are
+// discovered beside reeve's: every field the help names, for both kinds.
+func TestLsFormatWithDiscoveredSessions(t *testing.T) {
+	userHome := t.TempDir()
+	claudeProject := filepath.Join(userHome, ".claude", "projects", "-src-web")
+	os.MkdirAll(claudeProject, 0o700)
+	os.WriteFile(filepath.Join(claudeProject, "c0ffee00-1111-2222-3333-444455556666.jsonl"),
+		[]byte(`{"type":"user","sessionId":"c0ffee00-1111-2222-3333-444455556666","cwd":"/src/web","timestamp":"2026-01-02T03:04:05Z","message":{"role":"user","content":"Fix the login bug"}}`+"\n"), 0o600)
+	codexDay := filepath.Join(userHome, ".codex", "sessions", "2026", "01", "03")
+	os.MkdirAll(codexDay, 0o700)
+	os.WriteFile(filepath.Join(codexDay, "rollout-2026-01-03T10-00-00-0199aaaa-bbbb-cccc-dddd-eeeeffff0000.jsonl"),
+		[]byte(`{"timestamp":"2026-01-03T10:00:00Z","type":"session_meta","payload":{"id":"0199aaaa-bbbb-cccc-dddd-eeeeffff0000","timestamp":"2026-01-03T10:00:00Z","cwd":"/src/api"}}`+"\n"+
+			`{"timestamp":"2026-01-03T10:00:01Z","type":"event_msg","payload":{"type":"user_message","message":"Add a README"}}`+"\n"), 0o600)
+	h := newHome(t)
+	h.env = append(os.Environ(), "HOME="+userHome, "CODEX_HOME="+filepath.Join(userHome, ".codex"))
+	h.start()
+	sid := strings.TrimSpace(h.must("run", t.TempDir(), "--agent", "shell", "--prompt", "echo hi", "--wait").stdout)
+
+	r := h.must("ls", "--format", "{{.ID}} {{.Status}}")
+	for _, want := range []string{sid + " completed\n", "c0ffee00-1111-2222-3333-444455556666 discovered\n", "0199aaaa-bbbb-cccc-dddd-eeeeffff0000 discovered\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("ls --format lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if r := h.must("ls", "--format", "{{.Prompt}}"); !strings.Contains(r.stdout, "Fix the login bug") || !strings.Contains(r.stdout, "echo hi") {
+		t.Fatalf("{{.Prompt}}:\n%s", r.stdout)
+	}
+	help := h.must("ls", "--help").stdout
+	for _, field := range []string{"Kind", "ID", "Agent", "Status", "StatusReason", "Directory", "DirectoryID", "Workdir", "Model", "Prompt", "Title", "Path", "CreatedAt", "StartedAt", "UpdatedAt", "EndedAt", "LastSeq"} {
+		if !strings.Contains(help, field) {
+			t.Errorf("the help does not name %s", field)
+		}
+		r := h.run("ls", "--format", "{{."+field+"}}")
+		if r.code != 0 || strings.Count(r.stdout, "\n") < 3 {
+			t.Errorf("{{.%s}}: exit %d, %q %q", field, r.code, r.stdout, r.stderr)
+		}
+	}
+}
