@@ -287,6 +287,11 @@ func TestStopAsksOnATerminal(t *testing.T) {
 	if st, code := h.status(); code != 0 || st.State != "running" {
 		t.Fatalf("the daemon stopped although declined: %+v", st)
 	}
+	// restart names what it interrupts too.
+	if r := h.must("restart"); !strings.Contains(r.stderr, "restarting the daemon interrupts 1 running session") || !strings.Contains(r.stderr, sid) {
+		t.Fatalf("restart:\n%s", r.stderr)
+	}
+	h.must("run", t.TempDir(), "--agent", "shell", "--prompt", "sleep 120")
 	tm = h.onTerminal("stop", "--yes")
 	if code := tm.exit(30 * time.Second); code != 0 || strings.Contains(tm.out.String(), "[y/N]") {
 		t.Fatalf("--yes: exit %d\n%s", code, tm.out.String())
