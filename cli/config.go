@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"reeve.dev/reeve/daemon/config"
 )
@@ -20,9 +19,10 @@ func newConfigCmd(env *Env) *cobra.Command {
 
 type configResolveOptions struct {
 	env *Env
-	// flags carries --home and --config; only flags the user set count.
-	flags *pflag.FlagSet
-	json  bool
+	// resolved is the configuration from the flags the user set, the
+	// environment and the config file, resolved before the command runs.
+	resolved *config.Resolved
+	json     bool
 }
 
 // resolvedConfig is the stable --json shape of `reeve config resolve`.
@@ -43,7 +43,11 @@ func newConfigResolveCmd(env *Env) *cobra.Command {
 			"from --home, REEVE_HOME or the per-user default, never from the file.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.flags = cmd.Flags()
+			r, err := config.Load(config.LoadOptions{Flags: cmd.Flags(), Getenv: env.Getenv})
+			if err != nil {
+				return configExit(err)
+			}
+			opts.resolved = r
 			return runConfigResolve(opts)
 		},
 	}
@@ -56,10 +60,7 @@ func newConfigResolveCmd(env *Env) *cobra.Command {
 }
 
 func runConfigResolve(opts *configResolveOptions) error {
-	r, err := config.Load(config.LoadOptions{Flags: opts.flags, Getenv: opts.env.Getenv})
-	if err != nil {
-		return configExit(err)
-	}
+	r := opts.resolved
 	if opts.json {
 		return writeJSON(opts.env.Out, resolvedConfig{ConfigFile: r.File, Settings: r.Settings, Sources: r.Sources})
 	}

@@ -97,7 +97,11 @@ func TestConfigResolveJSON(t *testing.T) {
 	if err := cmd.Flags().Parse([]string{"--config", other}); err != nil {
 		t.Fatal(err)
 	}
-	opts.flags = cmd.Flags()
+	r, err := config.Load(config.LoadOptions{Flags: cmd.Flags(), Getenv: env.Getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.resolved = r
 	if err := runConfigResolve(opts); err != nil {
 		t.Fatalf("runConfigResolve: %v (stderr %q)", err, errb)
 	}

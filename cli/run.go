@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"reeve.dev/reeve/daemon/config"
 	"reeve.dev/reeve/daemon/home"
@@ -18,10 +17,13 @@ import (
 
 type runOptions struct {
 	daemonCmd
-	// flags are the command's own, for the configuration of a daemon it
-	// has to start.
-	flags   *pflag.FlagSet
-	dir     string
+	// launch is the configuration of a daemon this command has to start,
+	// resolved from its flags, the environment and the config file before
+	// it runs; launchErr says why there is none (it matters only when a
+	// daemon must be started).
+	launch    home.Launch
+	launchErr error
+	dir       string
 	prompt  string
 	agent   string
 	model   string
@@ -53,7 +55,12 @@ one key (y allows, n denies, s leaves it for later), unless --no-input.`,
 			if err := opts.bind(cmd, env); err != nil {
 				return err
 			}
-			opts.flags, opts.dir = cmd.Flags(), "."
+			if r, err := config.Load(config.LoadOptions{Flags: cmd.Flags(), Getenv: env.Getenv}); err != nil {
+				opts.launchErr = configExit(err)
+			} else {
+				opts.launch = launchFrom(r)
+			}
+			opts.dir = "."
 			if len(args) == 1 {
 				opts.dir = args[0]
 			}
@@ -168,12 +175,11 @@ func (o *runOptions) ensureDaemon(ctx context.Context) error {
 		return nil
 	}
 	fmt.Fprintf(o.env.Err, "reeve: no daemon is running from %s; starting one\n", o.home)
-	resolved, err := config.Load(config.LoadOptions{Flags: o.flags, Getenv: o.env.Getenv})
-	if err != nil {
-		return configExit(err)
+	if o.launchErr != nil {
+		return o.launchErr
 	}
 	inUse := "set listen in the config file (--config FILE) or REEVE_LISTEN to a free port, or start the daemon yourself with `reeve start --listen ADDR`"
-	if err := startDaemon(ctx, o.env, launchFrom(resolved), false, inUse); err != nil && !errors.Is(err, errAlreadyRunning) {
+	if err := startDaemon(ctx, o.env, o.launch, false, inUse); err != nil && !errors.Is(err, errAlreadyRunning) {
 		return err
 	}
 	return nil

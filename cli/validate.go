@@ -6,17 +6,16 @@ import (
 	"io/fs"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"reeve.dev/reeve/daemon/config"
 )
 
 type validateOptions struct {
 	env *Env
-	// flags carries the root's --home, used to find the default file.
-	flags *pflag.FlagSet
-	path  string
-	json  bool
+	// path is the file to check: --path, else the one the daemon would
+	// read, resolved before the command runs.
+	path string
+	json bool
 }
 
 // validateReport is the stable --json shape of `reeve validate`.
@@ -37,7 +36,13 @@ func newValidateCmd(env *Env) *cobra.Command {
 			"Without --path it checks the file the daemon would read: $REEVE_CONFIG, else <home>/config.yaml.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.flags = cmd.Flags()
+			if opts.path == "" {
+				_, _, file, _, err := config.Locate(config.LoadOptions{Flags: cmd.Flags(), Getenv: env.Getenv})
+				if err != nil {
+					return configExit(err)
+				}
+				opts.path = file
+			}
 			return runValidate(opts)
 		},
 	}
@@ -48,13 +53,6 @@ func newValidateCmd(env *Env) *cobra.Command {
 
 func runValidate(opts *validateOptions) error {
 	path := opts.path
-	if path == "" {
-		_, _, file, _, err := config.Locate(config.LoadOptions{Flags: opts.flags, Getenv: opts.env.Getenv})
-		if err != nil {
-			return configExit(err)
-		}
-		path = file
-	}
 	problems, err := config.ValidateFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return exitf(ExitNotFound, "config file %s does not exist", path)
