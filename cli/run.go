@@ -24,15 +24,15 @@ type runOptions struct {
 	launch    home.Launch
 	launchErr error
 	dir       string
-	prompt  string
-	agent   string
-	model   string
-	mode    string
-	wait    bool
-	attach  bool
-	noInput bool
-	timeout int
-	json    bool
+	prompt    string
+	agent     string
+	model     string
+	mode      string
+	wait      bool
+	attach    bool
+	noInput   bool
+	timeout   int
+	json      bool
 }
 
 func newRunCmd(env *Env) *cobra.Command {
