@@ -1,6 +1,10 @@
-// Package wire defines the daemon's local control formats: the JSON bodies of
-// the local HTTP API and, on /ws, the frames of the control protocol. It is a
-// leaf package: it imports only the standard library.
+// Package wire defines the daemon's formats, once: the frames of the
+// control protocol (requests and their results, events, error codes, the
+// kinds of session events and their data), spoken over the local /ws and
+// over relayed channels, and the JSON bodies of the local HTTP API. It is
+// a leaf package — it imports only the standard library — so that the
+// daemon, the server's SDK, workers and tests share one definition;
+// docs/protocol.md describes it for clients in other languages.
 package wire
 
 import "time"

@@ -12,10 +12,15 @@ import (
 // here, beside its entry in the daemon's dispatch table
 // (daemon/control/table.go).
 
+// call sends req and decodes its ack's result as a Res.
+func call[Res any](ctx context.Context, c *Conn, req wire.Request) (Res, error) {
+	var out Res
+	return out, c.Call(ctx, req, &out)
+}
+
 // Launch starts a session.
 func (c *Conn) Launch(ctx context.Context, req wire.LaunchRequest) (wire.SessionInfo, error) {
-	var si wire.SessionInfo
-	return si, c.Call(ctx, &req, &si)
+	return call[wire.SessionInfo](ctx, c, &req)
 }
 
 // Prompt gives a session a further prompt.
@@ -45,8 +50,7 @@ func (c *Conn) List(ctx context.Context, req wire.ListRequest) (wire.ListResult,
 
 // RespondPermission decides a pending permission request.
 func (c *Conn) RespondPermission(ctx context.Context, req wire.RespondPermissionRequest) (wire.PermissionDecision, error) {
-	var d wire.PermissionDecision
-	return d, c.Call(ctx, &req, &d)
+	return call[wire.PermissionDecision](ctx, c, &req)
 }
 
 // SetMode sets a session's operator mode.
@@ -56,42 +60,35 @@ func (c *Conn) SetMode(ctx context.Context, req wire.SetModeRequest) error {
 
 // WorktreeList lists session worktrees.
 func (c *Conn) WorktreeList(ctx context.Context, req wire.WorktreeListRequest) (wire.WorktreeList, error) {
-	var out wire.WorktreeList
-	return out, c.Call(ctx, &req, &out)
+	return call[wire.WorktreeList](ctx, c, &req)
 }
 
 // WorktreeDiff is a session's patch against its base.
 func (c *Conn) WorktreeDiff(ctx context.Context, req wire.WorktreeDiffRequest) (wire.WorktreeDiff, error) {
-	var out wire.WorktreeDiff
-	return out, c.Call(ctx, &req, &out)
+	return call[wire.WorktreeDiff](ctx, c, &req)
 }
 
 // WorktreeSummary sums a session's change and lists its checkpoints.
 func (c *Conn) WorktreeSummary(ctx context.Context, req wire.WorktreeSummaryRequest) (wire.WorktreeSummary, error) {
-	var out wire.WorktreeSummary
-	return out, c.Call(ctx, &req, &out)
+	return call[wire.WorktreeSummary](ctx, c, &req)
 }
 
 // Rollback resets a session's worktree to one of its checkpoints.
 func (c *Conn) Rollback(ctx context.Context, req wire.RollbackRequest) (wire.RollbackResult, error) {
-	var out wire.RollbackResult
-	return out, c.Call(ctx, &req, &out)
+	return call[wire.RollbackResult](ctx, c, &req)
 }
 
 // BranchRetry starts a new session on a branch from a checkpoint.
 func (c *Conn) BranchRetry(ctx context.Context, req wire.BranchRetryRequest) (wire.BranchRetryResult, error) {
-	var out wire.BranchRetryResult
-	return out, c.Call(ctx, &req, &out)
+	return call[wire.BranchRetryResult](ctx, c, &req)
 }
 
 // SquashMerge merges a session's net change into its base branch.
 func (c *Conn) SquashMerge(ctx context.Context, req wire.SquashMergeRequest) (wire.SquashMergeResult, error) {
-	var out wire.SquashMergeResult
-	return out, c.Call(ctx, &req, &out)
+	return call[wire.SquashMergeResult](ctx, c, &req)
 }
 
 // WorktreeRemove removes a session's worktree directory.
 func (c *Conn) WorktreeRemove(ctx context.Context, req wire.WorktreeRemoveRequest) (wire.WorktreeRemoveResult, error) {
-	var out wire.WorktreeRemoveResult
-	return out, c.Call(ctx, &req, &out)
+	return call[wire.WorktreeRemoveResult](ctx, c, &req)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"reeve.dev/reeve/daemon/wireclient"
 	"reeve.dev/reeve/server/relay/relaywire"
 	"reeve.dev/reeve/server/sdk/e2e"
 )
@@ -35,11 +36,14 @@ func (e *ClosedError) Error() string {
 // JSON wrapper, or a handshake message.
 const maxEnvelope = 2*e2e.MaxFrame + 1024
 
-// channel is one relayed, end-to-end encrypted connection to the daemon.
+// channel is one relayed, end-to-end encrypted connection to the daemon:
+// a transport of the protocol client.
 type channel struct {
 	ws   *websocket.Conn
 	sess *e2e.Session
 }
+
+var _ wireclient.Transport = (*channel)(nil)
 
 // WSURL turns a relay URL (http, https, ws or wss, with or without /ws)
 // into the relay's WebSocket endpoint for a client of one runtime target.

@@ -1,5 +1,5 @@
 // Package remotetest is a minimal forwarding relay for tests of remote
-// control: it speaks the relay envelope format (server/relay), admits
+// control: it speaks the relay envelope format (server/relay/relaywire), admits
 // connections through a pluggable check (or the control plane's validate
 // route), routes channels between one daemon and its clients, and records
 // every byte it forwards so tests can prove it never saw plaintext. Tests
