@@ -94,7 +94,7 @@ func (m *Manager) Hook(ctx context.Context, sessionID string, payload []byte) (w
 		Broker: m.broker,
 		Asked: func(req hookbridge.Request) {
 			m.record(sessionID, wire.KindPermissionRequest, req)
-			m.logFailure(sessionID, "set status", m.setStatus(m.ctx, sessionID, store.StatusWaitingPermission, "waiting for a decision on "+req.Tool))
+			m.logFailure(sessionID, "set status", m.setStatusFrom(m.ctx, sessionID, store.StatusRunning, store.StatusWaitingPermission, "waiting for a decision on "+req.Tool))
 			m.Notify(control.Notice{SessionID: sessionID, Frame: wire.HookPermissionRequest{Type: wire.TypeHookPermissionRequest, Request: req}})
 		},
 	}
@@ -114,8 +114,8 @@ func (m *Manager) recordDecision(sessionID string, d hookbridge.Decision) {
 		})
 	}))
 	if d.RequestID != "" {
-		if s, err := m.opts.Store.Session(m.ctx, sessionID); err == nil && s.Status == store.StatusWaitingPermission && len(m.broker.Pending(sessionID)) == 0 {
-			m.logFailure(sessionID, "set status", m.setStatus(m.ctx, sessionID, store.StatusRunning, ""))
+		if len(m.broker.Pending(sessionID)) == 0 {
+			m.logFailure(sessionID, "set status", m.setStatusFrom(m.ctx, sessionID, store.StatusWaitingPermission, store.StatusRunning, ""))
 		}
 		m.Notify(control.Notice{SessionID: sessionID, Frame: wire.HookPermissionResolved{Type: wire.TypeHookPermissionResolved, Decision: d}})
 	}

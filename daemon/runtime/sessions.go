@@ -82,6 +82,9 @@ type Manager struct {
 	broker *hookbridge.Broker
 	// manifestMu serialises manifest updates.
 	manifestMu sync.Mutex
+	// statusMu serialises status changes, so that a conditional one
+	// (setStatusFrom) sees the status it changes.
+	statusMu sync.Mutex
 	// worktrees runs git for the sessions' worktrees (worktrees.go).
 	worktrees *worktree.Manager
 
@@ -387,6 +390,25 @@ func (m *Manager) endTurn(sessionID string, status store.Status, reason string, 
 
 // setStatus appends a status event, then changes the session row.
 func (m *Manager) setStatus(ctx context.Context, sessionID string, status store.Status, reason string) error {
+	m.statusMu.Lock()
+	defer m.statusMu.Unlock()
+	return m.writeStatus(ctx, sessionID, status, reason)
+}
+
+// setStatusFrom changes the status only while it is one of from: a hook's
+// waiting-permission and back must never overwrite the end of a turn that
+// came meanwhile.
+func (m *Manager) setStatusFrom(ctx context.Context, sessionID string, from store.Status, status store.Status, reason string) error {
+	m.statusMu.Lock()
+	defer m.statusMu.Unlock()
+	s, err := m.opts.Store.Session(ctx, sessionID)
+	if err != nil || s.Status != from {
+		return err
+	}
+	return m.writeStatus(ctx, sessionID, status, reason)
+}
+
+func (m *Manager) writeStatus(ctx context.Context, sessionID string, status store.Status, reason string) error {
 	if err := m.appendEvent(sessionID, wire.KindStatus, wire.Status{Status: string(status), Reason: reason}); err != nil {
 		return err
 	}
