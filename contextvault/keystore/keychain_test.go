@@ -1,0 +1,131 @@
+package keystore_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"reeve.dev/reeve/contextvault/keystore"
+)
+
+const childEnv = "REEVE_KEYSTORE_SECRET_SERVICE"
+
+// TestKeychainSecretService runs the keychain store against a real Secret
+// Service: Debian's gnome-keyring, on a private D-Bus session bus started
+// with dbus-run-session, with a login keyring created and unlocked with a
+// throwaway password. The test re-runs itself inside that session.
+func TestKeychainSecretService(t *testing.T) {
+	if os.Getenv(childEnv) == "1" {
+		s, err := keystore.Open(keystore.Options{Kind: keystore.KindKeychain, Service: "reeve-test", Namespace: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exercise(t, s)
+		// Two namespaces (two homes) do not see each other's secrets.
+		other := &keystore.Keychain{Service: "reeve-test", Namespace: "/another/home"}
+		if err := s.Set("shared-name", []byte("mine")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.Get("shared-name"); err == nil {
+			t.Fatal("a secret leaked across namespaces")
+		}
+		return
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("the Secret Service test runs on Linux")
+	}
+	daemon, runSession := secretService(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The keyring daemon keeps its files in a private home; --unlock reads
+	// the login keyring's password from stdin and creates it.
+	script := `printf 'reeve-test' | "$1" --unlock --components=secrets >/dev/null && exec "$2" -test.run '^TestKeychainSecretService$' -test.v`
+	cmd := exec.CommandContext(ctx, runSession, "--", "sh", "-c", script, "sh", daemon, exe)
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), childEnv+"=1", "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, "data"), "XDG_RUNTIME_DIR="+privateDir(t))
+	out, err := cmd.CombinedOutput()
+	t.Logf("inside dbus-run-session:\n%s", out)
+	if err != nil {
+		t.Fatalf("keychain test inside the Secret Service session failed: %v", err)
+	}
+	if !strings.Contains(string(out), "--- PASS: TestKeychainSecretService") {
+		t.Fatal("the inner test did not pass")
+	}
+}
+
+func privateDir(t *testing.T) string {
+	d := t.TempDir()
+	if err := os.Chmod(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// secretService finds gnome-keyring-daemon and dbus-run-session, installing
+// them from Debian's packages when missing and this process may (root).
+// Without them the test skips, unless REEVE_REQUIRE_AGENTS=1.
+func secretService(t *testing.T) (daemon, runSession string) {
+	t.Helper()
+	find := func() (string, string) {
+		d, _ := exec.LookPath("gnome-keyring-daemon")
+		r, _ := exec.LookPath("dbus-run-session")
+		return d, r
+	}
+	if d, r := find(); d != "" && r != "" {
+		return d, r
+	}
+	unavailable := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("REEVE_REQUIRE_AGENTS") == "1" {
+			t.Fatalf("gnome-keyring is required (REEVE_REQUIRE_AGENTS=1) but unavailable: "+format, args...)
+		}
+		t.Skipf("skipping the Secret Service test: "+format, args...)
+	}
+	if os.Geteuid() != 0 {
+		unavailable("gnome-keyring is not installed, and installing it needs root")
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		unavailable("gnome-keyring is not installed, and there is no apt-get")
+	}
+	// Other test packages may run apt-get at the same time (chromium).
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "reeve-apt.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		unavailable("lock: %v", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		unavailable("lock: %v", err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	if d, r := find(); d != "" && r != "" {
+		return d, r
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "gnome-keyring", "dbus-daemon"}} {
+		cmd := exec.CommandContext(ctx, "apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			s := string(out)
+			if len(s) > 2000 {
+				s = s[len(s)-2000:]
+			}
+			unavailable("apt-get %s: %v\n%s", strings.Join(args, " "), err, s)
+		}
+	}
+	d, r := find()
+	if d == "" || r == "" {
+		unavailable("apt-get ran but gnome-keyring-daemon or dbus-run-session is not on PATH")
+	}
+	return d, r
+}
