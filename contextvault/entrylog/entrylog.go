@@ -4,7 +4,8 @@
 // heads was edited on two devices from the same base: both edits are
 // kept, and the entry is in conflict until someone writes one event that
 // replaces them (any later edit of it names one head; the others stay
-// heads until replaced too).
+// heads until replaced too, which a device does by writing one put on
+// one head and a delete on each other head).
 package entrylog
 
 import "sort"
@@ -34,8 +35,9 @@ func (e Entry) Deleted() bool {
 	return true
 }
 
-// Conflict reports whether the entry has more than one head.
-func (e Entry) Conflict() bool { return len(e.Heads) > 1 }
+// Conflict reports whether the entry has more than one live head. An
+// edit racing a delete is no conflict: the edit wins, nothing is lost.
+func (e Entry) Conflict() bool { return len(e.Live()) > 1 }
 
 // Latest is the newest head.
 func (e Entry) Latest() Event { return e.Heads[len(e.Heads)-1] }
