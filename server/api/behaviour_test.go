@@ -45,24 +45,20 @@ func TestPlaceholderRoundTrip(t *testing.T) {
 	if dataOf(a)["attributes"].(map[string]any)["decision"] != "accept" {
 		t.Fatalf("decision: %s", a.Body)
 	}
-	a = expect(t, do(t, s, "PATCH", "/api/context-sources/x", u.Token, `{"a":1}`), 404, "patch missing")
-	cs, _ := u.Client.CreateRecord(ctx, "/api/context-sources", map[string]any{"name": "docs", "tags": map[string]any{"a": 1, "b": 2}})
-	a = expect(t, do(t, s, "PATCH", "/api/context-sources/"+cs.ID, u.Token, `{"name":"handbook","tags":{"a":null,"c":3}}`), 200, "merge")
+	a = expect(t, do(t, s, "PATCH", "/api/workflow-runs/x", u.Token, `{"a":1}`), 404, "patch missing")
+	cs, _ := u.Client.CreateRecord(ctx, "/api/workflow-runs", map[string]any{"name": "docs", "tags": map[string]any{"a": 1, "b": 2}})
+	a = expect(t, do(t, s, "PATCH", "/api/workflow-runs/"+cs.ID, u.Token, `{"name":"handbook","tags":{"a":null,"c":3}}`), 200, "merge")
 	attrs := dataOf(a)["attributes"].(map[string]any)
 	if attrs["name"] != "handbook" || attrs["tags"].(map[string]any)["b"] == nil || attrs["tags"].(map[string]any)["a"] != nil || attrs["tags"].(map[string]any)["c"] == nil {
 		t.Fatalf("merge result %v", attrs)
 	}
-	a = expect(t, do(t, s, "PUT", "/api/context-sources/"+cs.ID, u.Token, `{"name":"only"}`), 200, "replace")
-	if len(dataOf(a)["attributes"].(map[string]any)) != 1 {
-		t.Fatalf("replace kept old members: %s", a.Body)
-	}
-	a = expect(t, do(t, s, "POST", "/api/context-sources/"+cs.ID+"/sync-git", u.Token, `{"ref":"main"}`), 200, "action")
-	if at := dataOf(a)["attributes"].(map[string]any); at["action"] != "sync-git" || at["target"] != "context-sources/"+cs.ID {
+	a = expect(t, do(t, s, "POST", "/api/workflow-runs/"+cs.ID+"/cancel", u.Token, `{"ref":"main"}`), 200, "action")
+	if at := dataOf(a)["attributes"].(map[string]any); at["action"] != "cancel" || at["target"] != "workflow-runs/"+cs.ID {
 		t.Fatalf("action record %s", a.Body)
 	}
-	expect(t, do(t, s, "POST", "/api/context-sources/01ARZ3NDEKTSV4RRFFQ69G5FAV/sync-git", u.Token, `{}`), 404, "action on a missing parent")
+	expect(t, do(t, s, "POST", "/api/workflow-runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel", u.Token, `{}`), 404, "action on a missing parent")
 	audit := expect(t, do(t, s, "GET", "/api/workspaces/"+u.Workspace+"/audit", u.Token, nil), 200, "audit")
-	if !strings.Contains(string(audit.Body), `"action.sync-git"`) || !strings.Contains(string(audit.Body), `"record.merge"`) {
+	if !strings.Contains(string(audit.Body), `"action.cancel"`) || !strings.Contains(string(audit.Body), `"record.merge"`) {
 		t.Fatalf("audit lacks the action: %s", audit.Body)
 	}
 	// DELETE answers the deleted record; then it is gone.

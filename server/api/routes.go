@@ -249,7 +249,8 @@ func specRoutes() []Route {
 		placeholder("PUT", ws, "Workspaces").body("WorkspaceUpdateRequest", true).role("admin").summary("Replace the workspace settings"),
 		placeholder("DELETE", ws, "Workspaces").role("owner").success(204).summary("Delete the workspace"),
 	)
-	add(many("Workspaces", "GET", prefixed(ws, "/audit", "/audit/export", "/crypto/epochs", "/invitations", "/sync-sources", "/insights", "/insights/summary")...)...)
+	add(many("Workspaces", "GET", prefixed(ws, "/audit", "/audit/export", "/invitations", "/sync-sources", "/insights", "/insights/summary")...)...)
+	add(placeholder("GET", ws+"/crypto/epochs", "Workspaces").resp("ContextEpochCollectionResponse").summary("Every context vault's epochs and how many devices got each key"))
 	add(
 		placeholder("POST", ws+"/gitops/webhook/code-host", "Workspaces"),
 		placeholder("PATCH", ws+"/insights/{insight}", "Workspaces"),
@@ -288,14 +289,14 @@ func specRoutes() []Route {
 		typed("GET", si+"/collaboration", "showAgentSessionCollaboration", as, 200, "AgentSessionCollaborationResponse"),
 		typed("POST", si+"/collaboration-events", "storeAgentSessionCollaborationEvent", as, 201, "AgentSessionCollaborationEventResponse").body("AgentSessionCollaborationEventStoreRequest", true),
 		typed("GET", si+"/compute-evidence", "exportAgentSessionComputeEvidence", as, 200, "AgentSessionComputeEvidenceResponse"),
-		typed("POST", si+"/context-corrections", "createAgentSessionContextCorrection", as, 201, "AgentSessionContextCorrectionResponse").body("AgentSessionContextCorrectionCreateRequest", true),
-		typed("POST", si+"/context-working-set", "composeAgentSessionContextWorkingSet", as, 200, "AgentSessionContextWorkingSetResponse"),
+		typed("POST", si+"/context-corrections", "createAgentSessionContextCorrection", as, 201, "AgentSessionContextCorrectionResponse").body("AgentSessionContextCorrectionCreateRequest", true).errs(404).summary("A context correction becomes a proposal for a human, sealed to the source's devices"),
+		typed("POST", si+"/context-working-set", "composeAgentSessionContextWorkingSet", as, 200, "AgentSessionContextWorkingSetResponse").errs(404).summary("Compose the session's working set: its sources and the entries whose descriptors fit its task"),
 		typed("GET", si+"/events", "listAgentSessionEvents", as, 200, "AgentSessionEventDeltaResponse").query(qInt("after_sequence", "return events after this sequence"), qInt("limit", "")),
 		typed("POST", si+"/fan-in-review", "composeAgentSessionFanInReview", as, 201, "AgentSessionFanInReviewResponse"),
 		typed("GET", si+"/governance", "getAgentSessionGovernance", as, 200, "AgentSessionGovernanceResponse"),
 		typed("GET", si+"/guardrail-evidence", "exportAgentSessionGuardrailEvidence", as, 200, "AgentSessionGuardrailEvidenceResponse"),
 		typed("GET", si+"/mcp-tools", "exportAgentSessionMcpTools", as, 200, "AgentSessionMcpToolsResponse"),
-		typed("POST", si+"/memory-retrieval", "retrieveAgentSessionMemory", as, 200, "AgentSessionMemoryRetrievalResponse").body("AgentSessionMemoryRetrievalRequest", true),
+		typed("POST", si+"/memory-retrieval", "retrieveAgentSessionMemory", as, 200, "AgentSessionMemoryRetrievalResponse").body("AgentSessionMemoryRetrievalRequest", true).errs(404).summary("Search the working set's descriptors; 422 for a source outside it"),
 		typed("POST", si+"/model-routing-decision", "composeAgentSessionModelRoutingDecision", as, 200, "AgentSessionModelRoutingResponse"),
 		typed("GET", si+"/readiness", "exportAgentSessionReadiness", as, 200, "AgentSessionReadinessResponse"),
 		typed("GET", si+"/receipt-export", "exportAgentSessionReceipt", as, 200, "AgentSessionReceiptExportResponse"),
@@ -327,14 +328,19 @@ func specRoutes() []Route {
 		{"POST", "/access"}, {"POST", "/access-requests"}, {"POST", "/access-requests/{accessRequestId}/decision"}, {"DELETE", "/access/{aclEntry}"},
 		{"GET", "/adapter-receipts"}, {"GET", "/approval-audit"}, {"POST", "/attempt-graph"},
 		{"GET", "/collaboration"}, {"POST", "/collaboration-events"}, {"GET", "/compute-evidence"},
-		{"POST", "/context-corrections"}, {"POST", "/context-working-set"},
 		{"GET", "/effective-policy"}, {"GET", "/events"}, {"POST", "/fan-in-review"},
 		{"GET", "/governance"}, {"GET", "/guardrail-evidence"}, {"GET", "/mcp-tools"},
-		{"POST", "/memory-retrieval"}, {"POST", "/model-routing-decision"},
+		{"POST", "/model-routing-decision"},
 		{"POST", "/policy-change-proposals"}, {"POST", "/policy-change-proposals/open-pr"},
 	} {
 		add(placeholder(p.m, ss+p.s, "Sessions"))
 	}
+	// The context routes of 4.5 behave as their 4.4 twins (context vault).
+	add(
+		placeholder("POST", ss+"/context-corrections", "Sessions").body("AgentSessionContextCorrectionCreateRequest", true).success(201).resp("AgentSessionContextCorrectionResponse").errs(404, 422).summary("A session's context correction becomes a proposal, sealed to the source's devices"),
+		placeholder("POST", ss+"/context-working-set", "Sessions").body("PlaceholderRequest", false).success(200).resp("AgentSessionContextWorkingSetResponse").errs(404).summary("Compose the session's working set over server-visible descriptors"),
+		placeholder("POST", ss+"/memory-retrieval", "Sessions").body("AgentSessionMemoryRetrievalRequest", true).success(200).resp("AgentSessionMemoryRetrievalResponse").errs(404, 422).summary("Search the working set's descriptors; 422 for a source outside it"),
+	)
 
 	// 4.6 Billing.
 	for _, p := range []struct{ m, s string }{
@@ -433,17 +439,42 @@ func specRoutes() []Route {
 	rw := rt + "/workspaces/{workspace}"
 	add(
 		placeholder("POST", rw+"/agent-hooks/plans", "Runtime"),
-		placeholder("POST", rw+"/context-update-proposals/{proposal}/writeback-receipt", "Runtime"),
-	)
-	for _, p := range []string{"/candidates/preview-proof", "/events/pull", "/events/push", "/grants/mark-emitted", "/grants/mark-revoked", "/grants/materialized", "/grants/pending", "/grants/revocations/pending"} {
-		add(placeholder("POST", rw+"/context-vault"+p, "Runtime"))
-	}
-	add(many("Runtime", "GET,POST", rw+"/context-vaults", rw+"/crypto/device-enrollments")...)
-	add(
 		placeholder("POST", rw+"/contract/authorize", "Runtime"),
-		placeholder("GET", rw+"/crypto/device-enrollments/{enrollment}", "Runtime"),
-		placeholder("POST", rw+"/crypto/device-enrollments/{enrollment}/approve", "Runtime"),
-		placeholder("POST", rw+"/crypto/device-enrollments/{enrollment}/materialized", "Runtime"),
+	)
+	// The context vault (docs/context-vault.md): the calling install's
+	// device. The rows marked "own" are the service's own (spec 4.11 does
+	// not show 34 of the group's operations).
+	cvr := func(method, path string, status int, resp, body string, required bool, summary string, errs ...int) Route {
+		r := typed(method, rw+path, "", "Runtime", status, resp).summary(summary).errs(403)
+		if body != "" {
+			r = r.body(body, required).errs(422)
+		}
+		return r.errs(errs...)
+	}
+	add(
+		cvr("GET", "/context-vaults", 200, "ContextDeviceVaultCollectionResponse", "", false, "The sources this device's user belongs to, with the keys wrapped to this device and the devices to wrap for"),
+		cvr("POST", "/context-vaults", 201, "ContextDeviceVaultResponse", "ContextSourceCreateRequest", true, "Create a vault (epoch 0: publish epoch 1 next) or a git source, owned by this device's user", 409),
+		cvr("GET", "/context-vaults/{contextVault}", 200, "ContextDeviceVaultResponse", "", false, "One source as this device sees it (own)", 404),
+		cvr("POST", "/context-vaults/{contextVault}/epochs", 201, "ContextEpochResponse", "ContextEpochRequest", true, "Publish the vault's next epoch, wrapped to exactly the eligible devices (own)", 404, 409),
+		cvr("POST", "/context-vault/events/push", 200, "ContextPushResponse", "ContextPushRequest", true, "Append sealed events; a replayed id with the same content is a duplicate, with other content 409; an unknown base 422", 404, 409),
+		cvr("POST", "/context-vault/events/pull", 200, "ContextPullResponse", "ContextPullRequest", true, "Events after a cursor, in sequence order", 404),
+		cvr("POST", "/context-vault/grants/pending", 200, "ContextGrantObligationCollectionResponse", "PlaceholderRequest", false, "Keys this device holds that an eligible device lacks"),
+		cvr("POST", "/context-vault/grants/mark-emitted", 200, "ContextWrappedKeyCollectionResponse", "ContextEmitRequest", true, "Deliver wraps for other devices; with a member, share the vault with that user first (a team grant)", 404),
+		cvr("POST", "/context-vault/grants/materialized", 200, "ContextWrappedKeyCollectionResponse", "ContextMaterializedRequest", true, "This device unwrapped these keys", 404),
+		cvr("POST", "/context-vault/grants/revocations/pending", 200, "ContextRevocationCollectionResponse", "PlaceholderRequest", false, "Revoked devices and removed members that still hold a current key: the vaults to rotate"),
+		cvr("POST", "/context-vault/grants/mark-revoked", 200, "ContextRevocationCollectionResponse", "ContextRevokeRequest", true, "Revoke a device or remove a vault member; its vaults become due for rotation", 404, 409),
+		cvr("POST", "/context-vault/candidates/preview-proof", 201, "ContextPreviewProofResponse", "ContextPreviewRequest", true, "Record that a person saw what a candidate adds (a signed proof)", 404, 409),
+		cvr("GET", "/context-update-proposals", 200, "ContextProposalCollectionResponse", "", false, "Proposals for this device's sources; the seal only for devices it was sealed to (own)").query(qStr("state", "pending, previewed, accepted or rejected")),
+		cvr("POST", "/context-update-proposals/{proposal}/writeback-receipt", 200, "ContextProposalResponse", "ContextWritebackRequest", true, "Accept a previewed proposal as written (vault event or pull request); the seal is dropped", 404, 409),
+		cvr("POST", "/context-update-proposals/{proposal}/decision", 200, "ContextProposalResponse", "ContextDecisionRequest", true, "Reject a proposal; the seal is dropped (own)", 404, 409),
+		cvr("GET", "/crypto/device-enrollments", 200, "ContextDeviceCollectionResponse", "", false, "The workspace's context devices (public keys, fingerprints, states)"),
+		cvr("POST", "/crypto/device-enrollments", 201, "ContextDeviceResponse", "ContextEnrollRequest", true, "Enroll this machine's device: active when its user's first, else pending", 409).success(200, 201),
+		cvr("GET", "/crypto/device-enrollments/{enrollment}", 200, "ContextDeviceResponse", "", false, "One device", 404),
+		cvr("POST", "/crypto/device-enrollments/{enrollment}/approve", 200, "ContextDeviceResponse", "ContextApproveRequest", true, "Approve a pending device of the same user after comparing its fingerprint; hand it keys", 404, 409),
+		cvr("POST", "/crypto/device-enrollments/{enrollment}/materialized", 200, "ContextDeviceResponse", "PlaceholderRequest", false, "The approved device took its keys: it becomes active", 404, 409),
+		cvr("GET", "/crypto/recovery-backup", 200, "ContextBackupCollectionResponse", "", false, "The recovery backups (sealed device identities) of this install's user (own)"),
+		cvr("PUT", "/crypto/recovery-backup", 200, "ContextBackupResponse", "ContextBackupRequest", true, "Store this device's identity sealed with a recovery key (own)"),
+		cvr("POST", "/crypto/recovery-backup/restore", 200, "ContextDeviceResponse", "ContextRestoreRequest", true, "Move a restored device to this machine (own)", 404, 409),
 	)
 
 	// 4.12 Other groups.
@@ -453,14 +484,25 @@ func specRoutes() []Route {
 	add(many("Integration Webhooks", "POST", prefixed(iw+"/{endpoint}", "/provider-webhook-registration", "/repair-route-version", "/rotate-secret", "/test-delivery")...)...)
 	add(placeholder("GET", iw+"/providers", "Integration Webhooks"))
 
-	cs := "/api/context-sources"
-	add(many("Context Sources", "GET,POST", cs)...)
-	add(many("Context Sources", "GET,PUT,PATCH", cs+"/{contextSource}")...)
-	add(many("Context Sources", "POST", cs+"/{contextSource}/indexes", cs+"/{contextSource}/sync-git")...)
-
-	cv := "/api/context-vaults"
-	add(many("Context Vaults", "GET,POST", cv)...)
-	add(many("Context Vaults", "GET,PUT,PATCH", cv+"/{contextVault}")...)
+	// Context sources and vaults (docs/context-vault.md).
+	for _, g := range []struct{ tag, base, item, noun string }{
+		{"Context Sources", "/api/context-sources", "{contextSource}", "source"},
+		{"Context Vaults", "/api/context-vaults", "{contextVault}", "vault"},
+	} {
+		it := g.base + "/" + g.item
+		add(
+			typed("GET", g.base, "", g.tag, 200, "ContextSourceCollectionResponse").summary("Every context "+g.noun+" of the workspace: names and server-visible descriptors"),
+			typed("POST", g.base, "", g.tag, 201, "ContextSourceResponse").body("ContextSourceCreateRequest", true).errs(409, 422).summary("Create a context "+g.noun+"; the caller owns it"),
+			typed("GET", it, "", g.tag, 200, "ContextSourceResponse").errs(404).summary("One context "+g.noun+" (by id or name) with its members"),
+			typed("PUT", it, "", g.tag, 200, "ContextSourceResponse").body("ContextSourceUpdateRequest", true).errs(403, 404, 409, 422).summary("Replace a "+g.noun+"'s settings (owner or workspace admin)"),
+			typed("PATCH", it, "", g.tag, 200, "ContextSourceResponse").body("ContextSourceUpdateRequest", true).errs(403, 404, 409, 422).summary("Change a "+g.noun+"'s settings; rotation_requested asks its devices to rotate"),
+		)
+	}
+	cs := "/api/context-sources/{contextSource}"
+	add(
+		typed("POST", cs+"/indexes", "", "Context Sources", 200, "ContextSourceIndexResponse").body("PlaceholderRequest", false).errs(404).summary("The source's descriptor index: live entries, conflicts, descriptors"),
+		typed("POST", cs+"/sync-git", "", "Context Sources", 200, "ContextSourceResponse").body("PlaceholderRequest", false).errs(404, 422).summary("Ask the devices holding a git source to fetch it and report its documents"),
+	)
 
 	add(placeholder("POST", "/api/onboarding/complete", "Onboarding"))
 	add(many("Onboarding", "GET,PUT", "/api/onboarding/current")...)

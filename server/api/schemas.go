@@ -273,6 +273,9 @@ func requestSchemas() map[string]schema {
 		}), "What the relay wants to admit; checked against the JWT claims."),
 	}
 	// cost_usd is a decimal string; the spec types it as a string.
+	for k, v := range contextVaultRequestSchemas() {
+		m[k] = v
+	}
 	return m
 }
 
@@ -391,6 +394,9 @@ func responseSchemas() map[string]schema {
 		"RelayValidateResponse": object([]string{"data"}, schema{"data": object([]string{"valid", "workspace_id", "role", "subject"}, schema{
 			"valid": typ("boolean"), "workspace_id": tString(), "role": tString(), "subject": tString(), "runtime_target_id": tString(),
 		})}),
+	}
+	for k, v := range contextVaultResponseSchemas() {
+		m[k] = v
 	}
 	return m
 }

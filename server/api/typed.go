@@ -24,7 +24,6 @@ func (s *Server) typedHandlers() map[string]handlerFunc {
 		"decideAgentSessionAccessRequest":                       s.decideSessionAccess,
 		"listAgentSessionEvents":                                s.sessionEvents,
 		"showAgentSessionCollaboration":                         s.sessionEvents,
-		"retrieveAgentSessionMemory":                            s.retrieveMemory,
 		"reconcileBillingCustomer":                              s.reconcileCustomer,
 		"createBillingPortalSession":                            s.portalSession,
 		"createProviderKey":                                     s.createProviderKey,
@@ -183,56 +182,6 @@ func (s *Server) sessionEvents(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	return 200, c.collection(recs, limit), nil
-}
-
-// retrieveMemory searches the workspace's context sources. The working
-// set of a session is the workspace's context sources; asking for one
-// outside it is 422 (spec 4.4).
-func (s *Server) retrieveMemory(c *call) (int, any, error) {
-	if _, err := c.session(); err != nil {
-		return 0, nil, err
-	}
-	sources, err := s.st.Records(c.ctx(), c.ws.ID, "context-sources", store.ListOptions{Limit: 500})
-	if err != nil {
-		return 0, nil, err
-	}
-	byID := map[string]store.Record{}
-	for _, r := range sources {
-		byID[r.ID] = r
-	}
-	want, _ := c.body["context_source_ids"].([]any)
-	var details []sdk.ErrorDetail
-	picked := sources
-	if len(want) > 0 {
-		picked = nil
-		for i, w := range want {
-			r, ok := byID[w.(string)]
-			if !ok {
-				details = append(details, sdk.ErrorDetail{Field: "/context_source_ids/" + itoa(int64(i)), Message: "is outside the session working set"})
-				continue
-			}
-			picked = append(picked, r)
-		}
-	}
-	if len(details) > 0 {
-		return 0, nil, &apiError{Status: 422, Code: sdk.CodeOutsideWorkingSet, Message: "a requested source is outside the session working set", Details: details}
-	}
-	q := strings.ToLower(c.body["query"].(string))
-	limit := int(queryIntValue(c.body["limit"], 10))
-	hits := []sdk.Record{}
-	for _, r := range picked {
-		if len(hits) >= limit {
-			break
-		}
-		if strings.Contains(strings.ToLower(string(r.Attributes)), q) {
-			sr, err := toSDK(r)
-			if err != nil {
-				return 0, nil, err
-			}
-			hits = append(hits, sr)
-		}
-	}
-	return 200, map[string]any{"data": map[string]any{"query": c.body["query"], "results": hits}, "meta": sdk.ListMeta{Count: len(hits)}}, nil
 }
 
 func queryIntValue(v any, def int64) int64 {

@@ -62,9 +62,10 @@ func TestSessionAccessTransitions(t *testing.T) {
 	}
 
 	// Memory retrieval: a source outside the working set is 422.
-	src, _ := u.Client.CreateRecord(context.Background(), "/api/context-sources", map[string]any{"name": "runbook for deploys"})
-	hit := expect(t, do(t, s, "POST", base+"/"+id+"/memory-retrieval", u.Token, `{"query":"deploys","context_source_ids":["`+src.ID+`"]}`), 200, "retrieve")
-	if !strings.Contains(string(hit.Body), src.ID) {
+	src := expect(t, do(t, s, "POST", "/api/context-sources", u.Token, `{"name":"runbook","use_when":"deploys"}`), 201, "create source")
+	srcID := dataOf(src)["id"].(string)
+	hit := expect(t, do(t, s, "POST", base+"/"+id+"/memory-retrieval", u.Token, `{"query":"deploys","context_source_ids":["`+srcID+`"]}`), 200, "retrieve")
+	if !strings.Contains(string(hit.Body), srcID) {
 		t.Fatalf("retrieval missed: %s", hit.Body)
 	}
 	out := expect(t, do(t, s, "POST", base+"/"+id+"/memory-retrieval", u.Token, `{"query":"x","context_source_ids":["nope"]}`), 422, "outside working set")
