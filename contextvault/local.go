@@ -61,7 +61,9 @@ func openLocal(dir string) (*local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	db.SetMaxOpenConns(1)
+	// Reads may happen inside a write transaction (keys while applying
+	// pulled events): WAL lets them use their own connections.
+	db.SetMaxOpenConns(4)
 	if _, err := db.Exec(localSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)

@@ -428,8 +428,9 @@ func (v *Vault) apply(ctx context.Context, s Source, cursor int64, evs []sdk.Con
 			var held string
 			err := tx.QueryRow(`SELECT seq, ciphertext FROM events WHERE source_id = ? AND event_id = ?`, s.ID, e.EventID).Scan(&seq, &held)
 			switch {
-			case err == nil && seq == 0 && held == e.Ciphertext:
-				// Our own event whose push answer was lost: adopt its number.
+			case err == nil && held == e.Ciphertext && (seq == 0 || seq == e.Seq):
+				// Our own event coming back (its push answer may have been
+				// lost): adopt its number.
 				if _, err := tx.Exec(`UPDATE events SET seq = ? WHERE source_id = ? AND event_id = ?`, e.Seq, s.ID, e.EventID); err != nil {
 					return err
 				}

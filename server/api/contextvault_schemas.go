@@ -74,7 +74,7 @@ func contextVaultRequestSchemas() map[string]schema {
 			"after_seq": schema{"type": "integer", "minimum": 0},
 			"limit":     schema{"type": "integer", "minimum": 1, "maximum": 1000},
 		}),
-		"ContextEmitRequest": object([]string{"vault_id", "keys"}, schema{
+		"ContextEmitRequest": object([]string{"vault_id"}, schema{
 			"vault_id": text(200),
 			"member": object(nil, schema{
 				"user_id": tInt(), "email": text(320), "role": enum("owner", "member"),

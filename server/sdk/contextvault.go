@@ -140,7 +140,7 @@ type ContextWrappedKey struct {
 // approver compared and the keys it wraps for the new device.
 type ContextApproveRequest struct {
 	Fingerprint string              `json:"fingerprint"`
-	Keys        []ContextWrappedKey `json:"keys"`
+	Keys        []ContextWrappedKey `json:"keys,omitempty"`
 }
 
 // ContextDeviceVault is a source as a device sees it: its keys and the
@@ -237,7 +237,7 @@ type ContextGrantObligation struct {
 type ContextEmitRequest struct {
 	VaultID string              `json:"vault_id"`
 	Member  *ContextMemberGrant `json:"member,omitempty"`
-	Keys    []ContextWrappedKey `json:"keys"`
+	Keys    []ContextWrappedKey `json:"keys,omitempty"`
 }
 
 // ContextMemberGrant names the user a team grant adds.
