@@ -188,30 +188,37 @@ func (v *Vault) wrapSourceFor(sourceID string, only int64, d sdk.ContextDevice) 
 	return out, nil
 }
 
+// Accepted is what accepting an enrollment did.
+type Accepted struct {
+	Device  sdk.ContextDevice `json:"device"`
+	Refresh RefreshResult     `json:"refresh"`
+}
+
 // EnrollAccept takes the keys an approving device wrapped for this one
 // and completes the enrollment.
-func (v *Vault) EnrollAccept(ctx context.Context) (sdk.ContextDevice, RefreshResult, error) {
+func (v *Vault) EnrollAccept(ctx context.Context) (Accepted, error) {
+	var res Accepted
 	srv, err := v.server()
 	if err != nil {
-		return sdk.ContextDevice{}, RefreshResult{}, err
+		return res, err
 	}
 	me, err := srv.Device(ctx, v.DeviceID())
 	if err != nil {
-		return me, RefreshResult{}, apiErr("read this device", err)
+		return res, apiErr("read this device", err)
 	}
+	res.Device = me
 	if me.State == sdk.DevicePending {
-		return me, RefreshResult{}, fmt.Errorf("%w: device %s is still pending: on another device of yours run `reeve context device-enroll-approve %s --fingerprint %s`", ErrRefused, me.ID, me.ID, me.Fingerprint)
+		return res, fmt.Errorf("%w: device %s is still pending: on another device of yours run `reeve context device-enroll-approve %s --fingerprint %s`", ErrRefused, me.ID, me.ID, me.Fingerprint)
 	}
-	res, err := v.Refresh(ctx)
-	if err != nil {
-		return me, res, err
+	if res.Refresh, err = v.Refresh(ctx); err != nil {
+		return res, err
 	}
 	if me.State == sdk.DeviceApproved {
-		if me, err = srv.Materialized(ctx, me.ID); err != nil {
-			return me, res, apiErr("accept the enrollment", err)
+		if res.Device, err = srv.Materialized(ctx, me.ID); err != nil {
+			return res, apiErr("accept the enrollment", err)
 		}
 	}
-	return me, res, nil
+	return res, nil
 }
 
 // DevReset forgets this device: its identity leaves the key store, its

@@ -65,7 +65,7 @@ func TestShareRotateRevoke(t *testing.T) {
 	if init2.Device.State != sdk.DevicePending {
 		t.Fatalf("second device of a user = %s, want pending", init2.Device.State)
 	}
-	if _, _, err := a2.EnrollAccept(ctx); !errors.Is(err, contextvault.ErrRefused) {
+	if _, err := a2.EnrollAccept(ctx); !errors.Is(err, contextvault.ErrRefused) {
 		t.Fatalf("accept before approval: %v", err)
 	}
 	if _, err := a1.EnrollApprove(ctx, init2.Device.ID, "0000-0000-0000-0000-0000-0000-0000-0000"); !errors.Is(err, contextvault.ErrRefused) {
@@ -83,9 +83,9 @@ func TestShareRotateRevoke(t *testing.T) {
 	if appr.Device.State != sdk.DeviceApproved || appr.Keys != 1 {
 		t.Fatalf("approval = %+v", appr)
 	}
-	me, _, err := a2.EnrollAccept(ctx)
-	if err != nil || me.State != sdk.DeviceActive {
-		t.Fatalf("accept = %+v, %v", me, err)
+	accepted, err := a2.EnrollAccept(ctx)
+	if me := accepted.Device; err != nil || me.State != sdk.DeviceActive {
+		t.Fatalf("accept = %+v, %v", accepted, err)
 	}
 	must(a2.SyncPull(ctx, ""))(t)
 	if titles(t, a2)["Use pnpm"] != 1 {
