@@ -118,7 +118,7 @@ func (v *Vault) EnrollApprove(ctx context.Context, deviceID, fingerprint string)
 	}
 	pub := seal.Public{Recipient: target.Recipient, SigningKey: target.SigningKey}
 	if !pub.FingerprintMatches(fingerprint) {
-		return Approval{}, fmt.Errorf("%w: fingerprint mismatch: device %s has fingerprint %s, you typed %s; do not approve it", ErrRefused, deviceID, pub.Fingerprint(), fingerprint)
+		return Approval{}, fmt.Errorf("%w: fingerprint mismatch: device %s has fingerprint %s, you typed %s; do not approve it", ErrDenied, deviceID, pub.Fingerprint(), fingerprint)
 	}
 	if target.State != sdk.DevicePending {
 		return Approval{}, fmt.Errorf("%w: device %s is %s, not pending", ErrRefused, deviceID, target.State)

@@ -121,7 +121,7 @@ func (v *Vault) RecoveryRestore(ctx context.Context, recoveryKey, newKey string)
 		break
 	}
 	if !opened {
-		return res, fmt.Errorf("%w: the recovery key does not open any of your %d backup(s); nothing was changed", ErrRefused, len(bs))
+		return res, fmt.Errorf("%w: the recovery key does not open any of your %d backup(s); nothing was changed", ErrDenied, len(bs))
 	}
 	id, err := seal.ParseIdentity(p.Identity)
 	if err != nil {

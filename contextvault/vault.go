@@ -31,6 +31,7 @@ var (
 	ErrNoDevice    = errors.New("no device")
 	ErrNotPaired   = errors.New("not paired")
 	ErrRefused     = errors.New("refused")
+	ErrDenied      = errors.New("denied")
 	ErrUnconfirmed = errors.New("not confirmed")
 )
 

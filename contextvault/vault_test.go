@@ -68,7 +68,7 @@ func TestShareRotateRevoke(t *testing.T) {
 	if _, err := a2.EnrollAccept(ctx); !errors.Is(err, contextvault.ErrRefused) {
 		t.Fatalf("accept before approval: %v", err)
 	}
-	if _, err := a1.EnrollApprove(ctx, init2.Device.ID, "0000-0000-0000-0000-0000-0000-0000-0000"); !errors.Is(err, contextvault.ErrRefused) {
+	if _, err := a1.EnrollApprove(ctx, init2.Device.ID, "0000-0000-0000-0000-0000-0000-0000-0000"); !errors.Is(err, contextvault.ErrDenied) {
 		t.Fatalf("approval with a wrong fingerprint: %v", err)
 	}
 	// The server refuses it too, whatever a client claims.
@@ -237,7 +237,7 @@ func TestRecoveryRoundTrip(t *testing.T) {
 
 	// The laptop is lost. A new machine of alice's restores.
 	n := vaulttest.NewDevice(t, srv, alice, "new-laptop")
-	if _, err := n.RecoveryRestore(ctx, "RVK-WRONG-WRONG-WRONG", ""); !errors.Is(err, contextvault.ErrRefused) {
+	if _, err := n.RecoveryRestore(ctx, "RVK-WRONG-WRONG-WRONG", ""); !errors.Is(err, contextvault.ErrDenied) {
 		t.Fatalf("a wrong recovery key: %v", err)
 	}
 	if st := must(n.Status(ctx))(t); st.HasKey || st.DeviceID != "" {
