@@ -18,7 +18,9 @@ import (
 func newContextEpochPublishCmd(env *Env) *cobra.Command {
 	var vault string
 	return contextCommand(env, "epoch-publish", "Publish a vault's first epoch key, or give its current key to eligible devices that lack it", cobra.NoArgs, true,
-		func(o *contextOptions, cmd *cobra.Command) { cmd.Flags().StringVar(&vault, "vault", "", "the vault (default: the only one)") },
+		func(o *contextOptions, cmd *cobra.Command) {
+			cmd.Flags().StringVar(&vault, "vault", "", "the vault (default: the only one)")
+		},
 		func(ctx context.Context, o *contextOptions, _ []string) error {
 			return o.with(true, func(v *contextvault.Vault) error {
 				ref, err := onlyVault(v, vault)
@@ -142,7 +144,9 @@ func newContextRevokesCmd(env *Env) *cobra.Command {
 func newContextEnrollRequestCmd(env *Env) *cobra.Command {
 	var name string
 	return contextCommand(env, "device-enroll-request", "Ask to enroll this device (init does it too); prints the fingerprint to compare on another device", cobra.NoArgs, true,
-		func(o *contextOptions, cmd *cobra.Command) { cmd.Flags().StringVar(&name, "name", "", "the device's name (default the host name)") },
+		func(o *contextOptions, cmd *cobra.Command) {
+			cmd.Flags().StringVar(&name, "name", "", "the device's name (default the host name)")
+		},
 		func(ctx context.Context, o *contextOptions, _ []string) error {
 			if name == "" {
 				name, _ = os.Hostname()

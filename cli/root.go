@@ -131,8 +131,8 @@ func NewRootCmd(env *Env) *cobra.Command {
 		newRelayCmd(env),
 	)
 	root.AddCommand(newContextCmd(env)) // reeve context ... (context*.go)
-	root.AddCommand(newPairCmd(env)) // reeve pair, pair anchor, pair rotate-token (pair.go)
-	attachPairUnlock(root, env)      // reeve pair unlock (pair_unlock.go)
+	root.AddCommand(newPairCmd(env))    // reeve pair, pair anchor, pair rotate-token (pair.go)
+	attachPairUnlock(root, env)         // reeve pair unlock (pair_unlock.go)
 	return root
 }
 

@@ -604,4 +604,3 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return base.RoundTrip(r)
 }
-
