@@ -39,6 +39,10 @@ type Turn struct {
 	// agent runs with its own permission bypass, unguarded. Terminal
 	// programs have no hooks and ignore it.
 	Hook *Hook
+	// Context is extra context for the agent (the context vault's working
+	// set, markdown), given through the agent's own mechanism: Claude Code
+	// an appended system prompt, Codex developer instructions. "" is none.
+	Context string
 }
 
 // Hook is how an agent reaches reeve's hook bridge.

@@ -77,6 +77,11 @@ func Args(t agents.Turn, settings string) []string {
 	if t.Resume != "" {
 		args = append(args, "--resume", t.Resume)
 	}
+	if t.Context != "" {
+		// The system prompt is not kept with a resumed session: every turn
+		// appends the context again.
+		args = append(args, "--append-system-prompt", t.Context)
+	}
 	if settings != "" {
 		// Claude Code's default permission mode: a tool runs when the
 		// PreToolUse hook allows it, and is refused when the hook cannot

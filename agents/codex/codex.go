@@ -92,6 +92,9 @@ func Args(t agents.Turn) []string {
 	if t.Hook != nil {
 		args = append(args, hookArgs(t.Hook)...)
 	}
+	if t.Context != "" {
+		args = append(args, "-c", "developer_instructions="+tomlString(t.Context))
+	}
 	// "--" so that a prompt starting with "-" is not taken for a flag.
 	args = append(args, "--")
 	if t.Resume != "" {

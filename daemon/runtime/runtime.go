@@ -19,6 +19,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"reeve.dev/reeve/agents/registry"
+	"reeve.dev/reeve/contextvault"
 	"reeve.dev/reeve/daemon/config"
 	"reeve.dev/reeve/daemon/control"
 	"reeve.dev/reeve/daemon/home"
@@ -112,7 +113,7 @@ func run(ctx context.Context, opts Options) error {
 		Store: st, Agents: registry.New(registry.Options{}), Home: opts.Home,
 		DefaultAgent: launch.DefaultAgent, Env: agentEnv(), Log: opts.Log,
 		Executable: exe, HookTimeout: time.Duration(launch.HookTimeout) * time.Second, DefaultMode: launch.DefaultMode,
-		Policy: projectPolicy,
+		Policy: projectPolicy, Context: contextvault.SessionContext(string(opts.Home), opts.Log),
 	})
 	if err != nil {
 		return &FatalError{err}

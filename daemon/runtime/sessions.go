@@ -68,6 +68,9 @@ type ManagerOptions struct {
 	// Policy evaluates the project policy of a registered directory for a
 	// tool use in workdir; nil means no policy.
 	Policy func(projectDir, workdir, tool string, input json.RawMessage) hookbridge.PolicyVerdict
+	// Context resolves the context vault's working set for a session's
+	// task in its directory (context.go); nil gives agents none.
+	Context func(ctx context.Context, dir, task string) string
 }
 
 // Manager runs sessions: it starts agent turns, persists every event before
@@ -329,9 +332,10 @@ func (m *Manager) startTurn(sessionID string, tp turnParams) error {
 			fmt.Fprintf(m.opts.Log, "worker: session %s: record %s event: %v\n", sessionID, ev.Kind, err)
 		}
 	}
+	extra, env := m.sessionContext(ctx, sessionID, stateDir, tp.workdir, tp.prompt, tp.resume == "")
 	proc, err := tp.adapter.StartTurn(ctx, agents.Turn{
 		SessionID: sessionID, Prompt: tp.prompt, Model: tp.model, Dir: tp.workdir, StateDir: stateDir,
-		Env: m.opts.Env, Resume: tp.resume, Hook: m.hookFor(sessionID),
+		Env: env, Resume: tp.resume, Hook: m.hookFor(sessionID), Context: extra,
 	}, emit)
 	if err != nil {
 		reason := fmt.Sprintf("agent %s could not start: %v", tp.adapter.ID(), err)
