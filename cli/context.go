@@ -109,6 +109,18 @@ func (o *contextOptions) with(online bool, fn func(v *contextvault.Vault) error)
 	return fn(v)
 }
 
+// contextDo opens the vault, runs fn and prints what it answers: JSON with
+// --json, else human.
+func contextDo[T any](o *contextOptions, online bool, fn func(v *contextvault.Vault) (T, error), human func(w io.Writer, r T)) error {
+	return o.with(online, func(v *contextvault.Vault) error {
+		r, err := fn(v)
+		if err != nil {
+			return err
+		}
+		return o.print(r, func(w io.Writer) { human(w, r) })
+	})
+}
+
 // print writes v as JSON with --json, else the human form.
 func (o *contextOptions) print(v any, human func(w io.Writer)) error {
 	if o.json {
@@ -183,6 +195,14 @@ func readBody(env *Env, path string) (string, error) {
 		return "", exitf(ExitUsage, "an entry is at most 256 KiB; keep entries small and split larger knowledge")
 	}
 	return string(b), nil
+}
+
+// argOr is the first positional argument, or def.
+func argOr(args []string, def string) string {
+	if len(args) > 0 {
+		return args[0]
+	}
+	return def
 }
 
 // secretArg reads a secret given as a flag value, or from stdin when the

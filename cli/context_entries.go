@@ -130,11 +130,7 @@ func newContextAddCmd(env *Env) *cobra.Command {
 			cmd.MarkFlagRequired("title")
 		},
 		func(ctx context.Context, o *contextOptions, args []string) error {
-			file := ""
-			if len(args) == 1 {
-				file = args[0]
-			}
-			body, err := readBody(o.env, file)
+			body, err := readBody(o.env, argOr(args, ""))
 			if err != nil {
 				return err
 			}
@@ -449,11 +445,7 @@ func newContextProposeCmd(env *Env) *cobra.Command {
 			cmd.MarkFlagRequired("title")
 		},
 		func(ctx context.Context, o *contextOptions, args []string) error {
-			file := ""
-			if len(args) == 1 {
-				file = args[0]
-			}
-			body, err := readBody(o.env, file)
+			body, err := readBody(o.env, argOr(args, ""))
 			if err != nil {
 				return err
 			}

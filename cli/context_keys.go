@@ -151,18 +151,13 @@ func newContextEnrollRequestCmd(env *Env) *cobra.Command {
 			if name == "" {
 				name, _ = os.Hostname()
 			}
-			return o.with(true, func(v *contextvault.Vault) error {
-				d, err := v.EnrollRequest(ctx, name)
-				if err != nil {
-					return err
-				}
-				return o.print(d, func(w io.Writer) {
+			return contextDo(o, true, func(v *contextvault.Vault) (sdk.ContextDevice, error) { return v.EnrollRequest(ctx, name) },
+				func(w io.Writer, d sdk.ContextDevice) {
 					fmt.Fprintf(w, "device %s is %s; fingerprint %s\n", d.ID, d.State, d.Fingerprint)
 					if d.State == sdk.DevicePending {
 						fmt.Fprintf(w, "approve it on another device of yours: reeve context device-enroll-approve %s --fingerprint %s\n", d.ID, d.Fingerprint)
 					}
 				})
-			})
 		})
 }
 
@@ -174,30 +169,20 @@ func newContextEnrollApproveCmd(env *Env) *cobra.Command {
 			cmd.MarkFlagRequired("fingerprint")
 		},
 		func(ctx context.Context, o *contextOptions, args []string) error {
-			return o.with(true, func(v *contextvault.Vault) error {
-				a, err := v.EnrollApprove(ctx, args[0], fp)
-				if err != nil {
-					return err
-				}
-				return o.print(a, func(w io.Writer) {
+			return contextDo(o, true, func(v *contextvault.Vault) (contextvault.Approval, error) { return v.EnrollApprove(ctx, args[0], fp) },
+				func(w io.Writer, a contextvault.Approval) {
 					fmt.Fprintf(w, "approved %s with %d key(s); on it run: reeve context device-enroll-accept\n", a.Device.ID, a.Keys)
 				})
-			})
 		})
 }
 
 func newContextEnrollAcceptCmd(env *Env) *cobra.Command {
 	return contextCommand(env, "device-enroll-accept", "Take the keys an approving device wrapped for this one and become active", cobra.NoArgs, true, nil,
 		func(ctx context.Context, o *contextOptions, _ []string) error {
-			return o.with(true, func(v *contextvault.Vault) error {
-				a, err := v.EnrollAccept(ctx)
-				if err != nil {
-					return err
-				}
-				return o.print(a, func(w io.Writer) {
+			return contextDo(o, true, func(v *contextvault.Vault) (contextvault.Accepted, error) { return v.EnrollAccept(ctx) },
+				func(w io.Writer, a contextvault.Accepted) {
 					fmt.Fprintf(w, "device %s is %s with %d new key(s) for %d source(s)\n", a.Device.ID, a.Device.State, a.Refresh.NewKeys, a.Refresh.Sources)
 				})
-			})
 		})
 }
 
@@ -271,12 +256,8 @@ func newContextTeamGrantCmd(env *Env) *cobra.Command {
 func newContextTeamAcceptCmd(env *Env) *cobra.Command {
 	return contextCommand(env, "team-grants-accept", "Take the vaults shared with you and the keys wrapped for this device", cobra.NoArgs, true, nil,
 		func(ctx context.Context, o *contextOptions, _ []string) error {
-			return o.with(true, func(v *contextvault.Vault) error {
-				r, err := v.TeamGrantsAccept(ctx)
-				if err != nil {
-					return err
-				}
-				return o.print(r, func(w io.Writer) {
+			return contextDo(o, true, func(v *contextvault.Vault) (contextvault.RefreshResult, error) { return v.TeamGrantsAccept(ctx) },
+				func(w io.Writer, r contextvault.RefreshResult) {
 					fmt.Fprintf(w, "%d source(s), %d new key(s)\n", r.Sources, r.NewKeys)
 					for _, n := range r.NewNames {
 						fmt.Fprintf(w, "  new: %s (run sync-pull to fetch its entries)\n", n)
@@ -285,7 +266,6 @@ func newContextTeamAcceptCmd(env *Env) *cobra.Command {
 						fmt.Fprintf(w, "  refused: %s\n", ref)
 					}
 				})
-			})
 		})
 }
 
@@ -301,15 +281,10 @@ func newContextRecoveryBackupCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.with(true, func(v *contextvault.Vault) error {
-				b, err := v.RecoveryBackup(ctx, k)
-				if err != nil {
-					return err
-				}
-				return o.print(b, func(w io.Writer) {
+			return contextDo(o, true, func(v *contextvault.Vault) (contextvault.Backup, error) { return v.RecoveryBackup(ctx, k) },
+				func(w io.Writer, b contextvault.Backup) {
 					fmt.Fprintf(w, "backup %d of device %s stored; restore with `reeve context recovery-restore --recovery-key ...`\n", b.Generation, b.DeviceID)
 				})
-			})
 		})
 }
 
@@ -326,15 +301,10 @@ func newContextRecoveryRestoreCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.with(true, func(v *contextvault.Vault) error {
-				r, err := v.RecoveryRestore(ctx, k, newKey)
-				if err != nil {
-					return err
-				}
-				return o.print(r, func(w io.Writer) {
+			return contextDo(o, true, func(v *contextvault.Vault) (contextvault.Restored, error) { return v.RecoveryRestore(ctx, k, newKey) },
+				func(w io.Writer, r contextvault.Restored) {
 					fmt.Fprintf(w, "restored device %s on this machine: %d source(s), %d key(s); fresh backup %d stored\n", r.Device.ID, r.Refresh.Sources, r.Refresh.NewKeys, r.NewBackup.Generation)
 				})
-			})
 		})
 }
 

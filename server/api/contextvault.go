@@ -199,6 +199,35 @@ func (c *call) device(cv store.ContextVaults) (store.ContextDevice, error) {
 	return d, err
 }
 
+// deviceCall begins a runtime call: the store and the calling device,
+// and the body decoded into req when it is not nil.
+func (c *call) deviceCall(req any) (store.ContextVaults, store.ContextDevice, error) {
+	cv, err := c.cvStore()
+	if err != nil {
+		return nil, store.ContextDevice{}, err
+	}
+	me, err := c.device(cv)
+	if err != nil {
+		return nil, me, err
+	}
+	if req != nil {
+		if err := c.decode(req); err != nil {
+			return nil, me, err
+		}
+	}
+	return cv, me, nil
+}
+
+// eligibleSource reads a source the device is eligible for: 404 when
+// there is none, 403 when the device may not use it.
+func (c *call) eligibleSource(cv store.ContextVaults, me store.ContextDevice, ref string) (store.ContextSource, error) {
+	src, err := c.source(cv, ref, "")
+	if err != nil {
+		return src, err
+	}
+	return src, c.eligible(cv, me, src.ID)
+}
+
 // eligible checks a device may use a source now: approved or active, its
 // user an active member of the source and of the workspace.
 func (c *call) eligible(cv store.ContextVaults, d store.ContextDevice, sourceID string) error {

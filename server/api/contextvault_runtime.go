@@ -95,16 +95,9 @@ func (s *Server) cvEnroll(c *call) (int, any, error) {
 // pending one, after its person compared the fingerprint the new device
 // shows, and hands it the keys it holds.
 func (s *Server) cvApprove(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
-	if err != nil {
-		return 0, nil, err
-	}
 	var req sdk.ContextApproveRequest
-	if err := c.decode(&req); err != nil {
+	cv, me, err := c.deviceCall(&req)
+	if err != nil {
 		return 0, nil, err
 	}
 	id := c.r.PathValue("enrollment")
@@ -224,11 +217,7 @@ func notEligible(deviceID, why string) *apiError {
 
 // cvAccept: the new device has unwrapped its keys and is now active.
 func (s *Server) cvAccept(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
+	cv, me, err := c.deviceCall(nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -289,11 +278,7 @@ func (c *call) deviceVault(cv store.ContextVaults, src store.ContextSource, me s
 }
 
 func (s *Server) cvDeviceVaults(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
+	cv, me, err := c.deviceCall(nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -324,11 +309,7 @@ func (s *Server) cvDeviceVaults(c *call) (int, any, error) {
 }
 
 func (s *Server) cvDeviceVault(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
+	cv, me, err := c.deviceCall(nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -357,11 +338,7 @@ func (s *Server) cvDeviceVault(c *call) (int, any, error) {
 // cvDeviceCreateVault creates a source owned by the device's user. A
 // vault starts at epoch 0: its creator publishes epoch 1 next.
 func (s *Server) cvDeviceCreateVault(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
+	cv, me, err := c.deviceCall(nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -390,11 +367,7 @@ func (s *Server) cvDeviceCreateVault(c *call) (int, any, error) {
 // the devices eligible now: none missing (they could not read new
 // entries), none extra (a revoked device or a stranger gets nothing).
 func (s *Server) cvPublishEpoch(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
+	cv, me, err := c.deviceCall(nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -489,23 +462,13 @@ func eventDigest(e sdk.ContextEvent) string {
 }
 
 func (s *Server) cvPush(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
-	if err != nil {
-		return 0, nil, err
-	}
 	var req sdk.ContextPushRequest
-	if err := c.decode(&req); err != nil {
-		return 0, nil, err
-	}
-	src, err := c.source(cv, req.VaultID, "")
+	cv, me, err := c.deviceCall(&req)
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := c.eligible(cv, me, src.ID); err != nil {
+	src, err := c.eligibleSource(cv, me, req.VaultID)
+	if err != nil {
 		return 0, nil, err
 	}
 	evs := make([]store.ContextEvent, len(req.Events))
@@ -579,23 +542,13 @@ func (s *Server) cvPush(c *call) (int, any, error) {
 }
 
 func (s *Server) cvPull(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
-	if err != nil {
-		return 0, nil, err
-	}
 	var req sdk.ContextPullRequest
-	if err := c.decode(&req); err != nil {
-		return 0, nil, err
-	}
-	src, err := c.source(cv, req.VaultID, "")
+	cv, me, err := c.deviceCall(&req)
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := c.eligible(cv, me, src.ID); err != nil {
+	src, err := c.eligibleSource(cv, me, req.VaultID)
+	if err != nil {
 		return 0, nil, err
 	}
 	limit := req.Limit
@@ -619,11 +572,7 @@ func (s *Server) cvPull(c *call) (int, any, error) {
 // ---- grants ----
 
 func (s *Server) cvGrantsPending(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
+	cv, me, err := c.deviceCall(nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -641,23 +590,13 @@ func (s *Server) cvGrantsPending(c *call) (int, any, error) {
 // cvEmit stores wraps the device made for others; with a member it first
 // grants the vault to that user (only a vault owner may).
 func (s *Server) cvEmit(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
-	if err != nil {
-		return 0, nil, err
-	}
 	var req sdk.ContextEmitRequest
-	if err := c.decode(&req); err != nil {
-		return 0, nil, err
-	}
-	src, err := c.source(cv, req.VaultID, "")
+	cv, me, err := c.deviceCall(&req)
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := c.eligible(cv, me, src.ID); err != nil {
+	src, err := c.eligibleSource(cv, me, req.VaultID)
+	if err != nil {
 		return 0, nil, err
 	}
 	if req.Member != nil {
@@ -737,16 +676,9 @@ func (c *call) workspaceUser(id int64, email string) (int64, error) {
 }
 
 func (s *Server) cvMaterialized(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
-	if err != nil {
-		return 0, nil, err
-	}
 	var req sdk.ContextMaterializedRequest
-	if err := c.decode(&req); err != nil {
+	cv, me, err := c.deviceCall(&req)
+	if err != nil {
 		return 0, nil, err
 	}
 	refs := make([]store.ContextKey, len(req.Keys))
@@ -761,11 +693,7 @@ func (s *Server) cvMaterialized(c *call) (int, any, error) {
 }
 
 func (s *Server) cvRevocationsPending(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
+	cv, me, err := c.deviceCall(nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -793,16 +721,9 @@ func holdersJSON(hs []store.ContextHolder) []sdk.ContextRevocation {
 // anyone; a member may leave). The vaults it could read are marked due
 // for rotation; the answer lists what must be rotated away from.
 func (s *Server) cvRevoke(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
-	if err != nil {
-		return 0, nil, err
-	}
 	var req sdk.ContextRevokeRequest
-	if err := c.decode(&req); err != nil {
+	cv, me, err := c.deviceCall(&req)
+	if err != nil {
 		return 0, nil, err
 	}
 	now := c.now()
@@ -905,11 +826,7 @@ func (c *call) workspaceUserOrFormer(cv store.ContextVaults, sourceID string, id
 // ---- proposals, previews and writebacks ----
 
 func (s *Server) cvProposals(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
+	cv, me, err := c.deviceCall(nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -954,23 +871,13 @@ func (s *Server) proofMAC(c *call, p store.ContextProof) (string, error) {
 // cvPreviewProof records that a device showed a person what a candidate
 // adds to a vault as of base_seq; accepting a proposal needs one.
 func (s *Server) cvPreviewProof(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
-	if err != nil {
-		return 0, nil, err
-	}
 	var req sdk.ContextPreviewRequest
-	if err := c.decode(&req); err != nil {
-		return 0, nil, err
-	}
-	src, err := c.source(cv, req.VaultID, "")
+	cv, me, err := c.deviceCall(&req)
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := c.eligible(cv, me, src.ID); err != nil {
+	src, err := c.eligibleSource(cv, me, req.VaultID)
+	if err != nil {
 		return 0, nil, err
 	}
 	if req.BaseSeq > src.HeadSeq || req.BaseSeq < 0 {
@@ -1008,16 +915,9 @@ func (s *Server) cvPreviewProof(c *call) (int, any, error) {
 // of the vault, or a pull request of a git source. The sealed content is
 // dropped: the server keeps the digest and where it went.
 func (s *Server) cvWriteback(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
-	if err != nil {
-		return 0, nil, err
-	}
 	var req sdk.ContextWritebackRequest
-	if err := c.decode(&req); err != nil {
+	cv, me, err := c.deviceCall(&req)
+	if err != nil {
 		return 0, nil, err
 	}
 	id := c.r.PathValue("proposal")
@@ -1077,16 +977,9 @@ func (s *Server) cvWriteback(c *call) (int, any, error) {
 }
 
 func (s *Server) cvDecide(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
-	if err != nil {
-		return 0, nil, err
-	}
 	var req sdk.ContextDecisionRequest
-	if err := c.decode(&req); err != nil {
+	cv, me, err := c.deviceCall(&req)
+	if err != nil {
 		return 0, nil, err
 	}
 	id := c.r.PathValue("proposal")
@@ -1138,16 +1031,9 @@ func (s *Server) cvBackups(c *call) (int, any, error) {
 }
 
 func (s *Server) cvPutBackup(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	me, err := c.device(cv)
-	if err != nil {
-		return 0, nil, err
-	}
 	var req sdk.ContextBackup
-	if err := c.decode(&req); err != nil {
+	cv, me, err := c.deviceCall(&req)
+	if err != nil {
 		return 0, nil, err
 	}
 	b := store.ContextBackup{WorkspaceID: c.ws.ID, DeviceID: me.ID, UserID: me.UserID, Sealed: req.Sealed, CreatedAt: c.now()}

@@ -20,6 +20,16 @@ import (
 // maxWorkingSetEntries bounds the entries a working set lists.
 const maxWorkingSetEntries = 200
 
+// sessionCall begins a session route: the store and the {agentSession}.
+func (c *call) sessionCall() (store.ContextVaults, sdk.Record, error) {
+	cv, err := c.cvStore()
+	if err != nil {
+		return nil, sdk.Record{}, err
+	}
+	sess, err := c.session()
+	return cv, sess, err
+}
+
 // sessionTask is what a session is about: its title, summary and
 // metadata.task.
 func sessionTask(sess sdk.Record) string {
@@ -121,11 +131,7 @@ func (c *call) workingSetIDs(cv store.ContextVaults, sess sdk.Record) ([]string,
 }
 
 func (s *Server) cvWorkingSet(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	sess, err := c.session()
+	cv, sess, err := c.sessionCall()
 	if err != nil {
 		return 0, nil, err
 	}
@@ -139,11 +145,7 @@ func (s *Server) cvWorkingSet(c *call) (int, any, error) {
 // cvRetrieve searches the descriptors of the session's working set; a
 // source outside it is refused (422), never silently searched or dropped.
 func (s *Server) cvRetrieve(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	sess, err := c.session()
+	cv, sess, err := c.sessionCall()
 	if err != nil {
 		return 0, nil, err
 	}
@@ -198,11 +200,7 @@ func (s *Server) cvRetrieve(c *call) (int, any, error) {
 // a human: its content is sealed to the source's devices on arrival and
 // only the seal and a digest are kept.
 func (s *Server) cvCorrection(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	sess, err := c.session()
+	cv, sess, err := c.sessionCall()
 	if err != nil {
 		return 0, nil, err
 	}

@@ -90,11 +90,7 @@ func (c *call) newSource(cv store.ContextVaults, req sdk.ContextSourceRequest, o
 
 func (s *Server) cvGetSource(kind string) handlerFunc {
 	return func(c *call) (int, any, error) {
-		cv, err := c.cvStore()
-		if err != nil {
-			return 0, nil, err
-		}
-		src, err := c.source(cv, c.r.PathValue(sourceParam(kind)), kind)
+		cv, src, err := c.sourceCall(sourceParam(kind), kind)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -104,6 +100,17 @@ func (s *Server) cvGetSource(kind string) handlerFunc {
 		}
 		return 200, data(j), nil
 	}
+}
+
+// sourceCall begins a source route: the store and the source the path
+// parameter names (by id or name), of the kind when one is given.
+func (c *call) sourceCall(param, kind string) (store.ContextVaults, store.ContextSource, error) {
+	cv, err := c.cvStore()
+	if err != nil {
+		return nil, store.ContextSource{}, err
+	}
+	src, err := c.source(cv, c.r.PathValue(param), kind)
+	return cv, src, err
 }
 
 func sourceParam(kind string) string {
@@ -141,11 +148,7 @@ func (c *call) sourceWithMembers(cv store.ContextVaults, src store.ContextSource
 // vault's devices to rotate its epoch.
 func (s *Server) cvUpdateSource(kind string, merge bool) handlerFunc {
 	return func(c *call) (int, any, error) {
-		cv, err := c.cvStore()
-		if err != nil {
-			return 0, nil, err
-		}
-		src, err := c.source(cv, c.r.PathValue(sourceParam(kind)), kind)
+		cv, src, err := c.sourceCall(sourceParam(kind), kind)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -222,11 +225,7 @@ func (s *Server) cvUpdateSource(kind string, merge bool) handlerFunc {
 // cvIndex answers a source's descriptor index: its live entries as the
 // server sees them (descriptors, no content), conflicts counted.
 func (s *Server) cvIndex(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	src, err := c.source(cv, c.r.PathValue("contextSource"), "")
+	cv, src, err := c.sourceCall("contextSource", "")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -251,11 +250,7 @@ func (s *Server) cvIndex(c *call) (int, any, error) {
 // cvSyncGit asks the devices that hold a git source to fetch it again
 // and report its documents (sync_state requested → synced).
 func (s *Server) cvSyncGit(c *call) (int, any, error) {
-	cv, err := c.cvStore()
-	if err != nil {
-		return 0, nil, err
-	}
-	src, err := c.source(cv, c.r.PathValue("contextSource"), "")
+	cv, src, err := c.sourceCall("contextSource", "")
 	if err != nil {
 		return 0, nil, err
 	}
