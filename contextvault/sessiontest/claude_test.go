@@ -1,8 +1,13 @@
-package main
+// Package sessiontest runs the reeve binary's daemon with a context vault
+// and a real agent. It has a package of its own so that its binary build
+// and agent runs do not lengthen cmd/reeve's tests.
+package sessiontest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,8 +17,91 @@ import (
 
 	"reeve.dev/reeve/agents/agenttest"
 	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/server/servertest"
 )
+
+// reeveBin is the binary under test, built once as a user builds it.
+var reeveBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "reeve-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	reeveBin = filepath.Join(dir, "reeve")
+	build := exec.Command("go", "build", "-o", reeveBin, "reeve.dev/reeve/cmd/reeve")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build reeve:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// daemonHome runs reeve commands with one home and environment, and
+// stops its daemon when the test ends.
+type daemonHome struct {
+	t   *testing.T
+	dir string
+	env []string
+}
+
+func newHome(t *testing.T) *daemonHome {
+	h := &daemonHome{t: t, dir: filepath.Join(t.TempDir(), "home")}
+	t.Cleanup(func() { h.run("stop", "--force", "--timeout", "10") })
+	return h
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (h *daemonHome) run(args ...string) result {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, reeveBin, args...)
+	env := h.env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(append([]string(nil), env...), "REEVE_HOME="+h.dir)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		h.t.Fatalf("run reeve %v: %v", args, err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func (h *daemonHome) must(args ...string) result {
+	h.t.Helper()
+	r := h.run(args...)
+	if r.code != 0 {
+		h.t.Fatalf("reeve %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+func (h *daemonHome) start() { h.must("start", "--listen", "127.0.0.1:0") }
+
+func (h *daemonHome) sessionInfo(out string) wire.SessionInfo {
+	h.t.Helper()
+	var si wire.SessionInfo
+	if err := json.Unmarshal([]byte(out), &si); err != nil || si.ID == "" {
+		h.t.Fatalf("session JSON: %v %q", err, out)
+	}
+	return si
+}
 
 // systemPrompt is the system prompt of a Messages request, as one string.
 func systemPrompt(t *testing.T, body []byte) string {
