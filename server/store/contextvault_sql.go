@@ -40,6 +40,9 @@ func (s *SQLite) CreateContextSource(ctx context.Context, src ContextSource, own
 		_, err := tx.Exec(`INSERT INTO cv_sources (`+cvSourceCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 			src.ID, src.WorkspaceID, src.Kind, src.Name, src.Description, src.UseWhen, src.UpdateWhen, src.RepoURL, src.Provider, src.Branch, src.HeadCommit, src.SyncState,
 			src.Epoch, src.HeadSeq, tsOrNil(src.RotationRequestedAt), src.State, src.CreatedBy, ts(src.CreatedAt), ts(src.UpdatedAt))
+		if isUniqueViolation(err) {
+			return fmt.Errorf("a context source named %q exists: %w", src.Name, ErrConflict)
+		}
 		if err != nil {
 			return fmt.Errorf("create context source: %w", err)
 		}
@@ -214,6 +217,9 @@ func (s *SQLite) CreateContextDevice(ctx context.Context, d *ContextDevice, audi
 		}
 		_, err := tx.Exec(`INSERT INTO cv_devices (`+cvDeviceCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 			d.ID, d.WorkspaceID, d.UserID, d.InstallID, d.Name, d.Recipient, d.SigningKey, d.Fingerprint, d.State, d.ApprovedBy, ts(d.CreatedAt), ts(d.UpdatedAt), tsOrNil(d.RevokedAt))
+		if isUniqueViolation(err) {
+			return fmt.Errorf("this device key is already enrolled: %w", ErrConflict)
+		}
 		if err != nil {
 			return fmt.Errorf("create context device: %w", err)
 		}
