@@ -112,7 +112,10 @@ func secretService(t *testing.T) (daemon, runSession string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "gnome-keyring", "dbus-daemon"}} {
+	// Another package may be installing with apt (chromium): wait for
+	// dpkg's lock rather than fail on it.
+	wait := []string{"-o", "DPkg::Lock::Timeout=600"}
+	for _, args := range [][]string{append(wait, "update"), append(wait, "install", "-y", "--no-install-recommends", "gnome-keyring", "dbus-daemon")} {
 		cmd := exec.CommandContext(ctx, "apt-get", args...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		if out, err := cmd.CombinedOutput(); err != nil {
