@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -39,7 +38,7 @@ func (e *FileError) Error() string {
 // for a file that cannot be read at all (it wraps fs.ErrNotExist when the
 // file is missing).
 func ValidateFile(path string) ([]Problem, error) {
-	data, err := os.ReadFile(path)
+	data, err := docschema.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config file: %w", err)
 	}
@@ -53,7 +52,7 @@ func ValidateFile(path string) ([]Problem, error) {
 // loadFile reads, parses and validates a config file, returning the values
 // it sets, typed like the defaults.
 func loadFile(path string) (map[string]any, error) {
-	data, err := os.ReadFile(path)
+	data, err := docschema.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config file: %w", err)
 	}

@@ -222,3 +222,35 @@ func TestSchemaMatchesSettings(t *testing.T) {
 		t.Fatalf("schema does not compile: %v", err)
 	}
 }
+
+// A config file built to exhaust memory is refused, located, without
+// reading it all: a symbolic link to /dev/zero, and nested aliases.
+func TestValidateFileRefusesExhaustion(t *testing.T) {
+	dir := t.TempDir()
+	zero := filepath.Join(dir, "config.yaml")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ValidateFile(zero); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("/dev/zero: %v", err)
+	}
+	if _, err := loadFile(zero); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("load /dev/zero: %v", err)
+	}
+	var b strings.Builder
+	b.WriteString("a: &a [x, x, x, x, x, x, x, x, x]\n")
+	prev := "a"
+	for _, name := range []string{"b", "c", "d", "e", "f", "g", "h", "i"} {
+		b.WriteString(name + ": &" + name + " [" + strings.TrimSuffix(strings.Repeat("*"+prev+", ", 9), ", ") + "]\n")
+		prev = name
+	}
+	bomb := writeFile(t, "bomb.yaml", b.String())
+	problems, err := ValidateFile(bomb)
+	if err != nil || len(problems) != 1 || problems[0].Line == 0 || !strings.Contains(problems[0].Message, "aliases expand") {
+		t.Fatalf("bomb: %v %v", problems, err)
+	}
+	var fe *FileError
+	if _, err := loadFile(bomb); !errors.As(err, &fe) || !strings.Contains(err.Error(), "aliases expand") {
+		t.Errorf("load bomb: %v", err)
+	}
+}

@@ -14,10 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 
 	"reeve.dev/reeve/internal/docschema"
 )
@@ -77,15 +77,32 @@ func (p *Policy) Empty() bool {
 // error is for a file that exists but cannot be read.
 func Load(dir string) (*Policy, []Problem, error) {
 	file := filepath.Join(dir, Dir, File)
-	data, err := os.ReadFile(file)
+	data, problems, err := readDocument(file)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Policy{}, nil, nil
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("read policy: %w", err)
 	}
+	if len(problems) > 0 {
+		return nil, problems, nil
+	}
 	p, problems := Parse(file, data)
 	return p, problems, nil
+}
+
+// readDocument reads a governance file with docschema's bounds. A file that
+// is too large or not a regular file is a problem of the file, reported
+// like its other problems; the error is for one that cannot be read.
+func readDocument(file string) ([]byte, []Problem, error) {
+	data, err := docschema.ReadFile(file)
+	switch {
+	case errors.Is(err, docschema.ErrTooLarge), errors.Is(err, docschema.ErrNotRegular):
+		return nil, []Problem{{File: file, Message: "reeve refuses to read it: " + strings.TrimPrefix(err.Error(), file+": ")}}, nil
+	case err != nil:
+		return nil, nil, err
+	}
+	return data, nil, nil
 }
 
 // ruleDoc is a rule as written; the schema has already checked its shape.

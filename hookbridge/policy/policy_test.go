@@ -360,3 +360,56 @@ func TestSchemasCompile(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A policy built to exhaust memory is a located problem, so the policy is
+// not used and the hook bridge denies: nested aliases, /dev/zero, a file
+// that is too large. reeve check reports the same.
+func TestLoadRefusesExhaustion(t *testing.T) {
+	var bomb strings.Builder
+	bomb.WriteString("version: 1\na: &a [x, x, x, x, x, x, x, x, x]\n")
+	prev := "a"
+	for _, name := range []string{"b", "c", "d", "e", "f", "g", "h", "i"} {
+		bomb.WriteString(name + ": &" + name + " [" + strings.TrimSuffix(strings.Repeat("*"+prev+", ", 9), ", ") + "]\n")
+		prev = name
+	}
+	cases := map[string]func(file string) error{
+		"alias bomb": func(file string) error { return os.WriteFile(file, []byte(bomb.String()), 0o644) },
+		"dev zero":   func(file string) error { return os.Symlink("/dev/zero", file) },
+		"too large": func(file string) error {
+			return os.WriteFile(file, []byte("version: 1\n#"+strings.Repeat("x", 1<<20)+"\n"), 0o644)
+		},
+	}
+	for name, make := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(dir, Dir), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(dir, Dir, File)
+			if err := make(file); err != nil {
+				t.Fatal(err)
+			}
+			p, problems, err := Load(dir)
+			if err != nil || p != nil || len(problems) != 1 || problems[0].File != file {
+				t.Fatalf("Load: %v %v %v", p, problems, err)
+			}
+			rep, err := CheckProject(dir)
+			if err != nil || rep.Valid || len(rep.Problems) != 1 {
+				t.Fatalf("CheckProject: %+v %v", rep, err)
+			}
+			for _, f := range []string{"routes/r.yaml", "access.yaml"} {
+				other := filepath.Join(dir, Dir, f)
+				if err := os.MkdirAll(filepath.Dir(other), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := make(other); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep, err = CheckProject(dir)
+			if err != nil || rep.Valid || len(rep.Problems) != 3 {
+				t.Fatalf("CheckProject with routes and access: %+v %v", rep, err)
+			}
+		})
+	}
+}

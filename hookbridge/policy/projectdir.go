@@ -68,12 +68,16 @@ func CheckProject(project string) (ProjectReport, error) {
 	sort.Strings(routeFiles)
 	defined := map[string]Route{}
 	for _, f := range routeFiles {
-		data, err := os.ReadFile(f)
+		data, problems, err := readDocument(f)
 		if err != nil {
 			return rep, fmt.Errorf("read routes: %w", err)
 		}
-		problems, routes := ValidateRoutes(f, data)
 		rep.Files = append(rep.Files, CheckedFile{File: f, Schema: "routes.v1"})
+		rep.Problems = append(rep.Problems, problems...)
+		if len(problems) > 0 {
+			continue
+		}
+		problems, routes := ValidateRoutes(f, data)
 		rep.Problems = append(rep.Problems, problems...)
 		for _, r := range routes {
 			if first, dup := defined[r.Name]; dup && first.File != r.File {
@@ -85,9 +89,12 @@ func CheckProject(project string) (ProjectReport, error) {
 	}
 
 	accessFile := filepath.Join(gov, "access.yaml")
-	if data, err := os.ReadFile(accessFile); err == nil {
+	if data, problems, err := readDocument(accessFile); err == nil {
 		rep.Files = append(rep.Files, CheckedFile{File: accessFile, Schema: "access.v1"})
-		rep.Problems = append(rep.Problems, ValidateAccess(accessFile, data)...)
+		rep.Problems = append(rep.Problems, problems...)
+		if len(problems) == 0 {
+			rep.Problems = append(rep.Problems, ValidateAccess(accessFile, data)...)
+		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return rep, fmt.Errorf("read access: %w", err)
 	}

@@ -3,7 +3,6 @@ package policy
 import (
 	_ "embed"
 	"fmt"
-	"os"
 	"strings"
 
 	"reeve.dev/reeve/internal/docschema"
@@ -119,10 +118,13 @@ func ValidateAccess(file string, data []byte) []Problem {
 // ValidatePolicyFile checks a policy file: its syntax, the v1 schema and
 // the patterns in it. A missing file is an error wrapping fs.ErrNotExist.
 func ValidatePolicyFile(file string) ([]Problem, error) {
-	data, err := os.ReadFile(file)
+	data, problems, err := readDocument(file)
 	if err != nil {
 		return nil, fmt.Errorf("read policy: %w", err)
 	}
-	_, problems := Parse(file, data)
+	if len(problems) > 0 {
+		return problems, nil
+	}
+	_, problems = Parse(file, data)
 	return problems, nil
 }

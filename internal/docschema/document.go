@@ -76,6 +76,12 @@ type Document struct {
 	Value  any
 	pos    map[string]Position
 	keyPos map[string]Position
+
+	// aliasValues counts the values produced by expanding aliases; alias
+	// names the outermost alias being expanded, for the problem.
+	aliasValues int
+	alias       *yaml.Node
+	exhausted   bool
 }
 
 // Pos is where the value at the JSON pointer ptr was written.
@@ -93,6 +99,12 @@ func (d *Document) Problem(ptr, message string) Problem {
 // maxDepth bounds nesting so a hostile file (or an alias cycle) cannot
 // exhaust the stack; real documents are a few levels deep.
 const maxDepth = 64
+
+// MaxAliasValues bounds how many values alias expansion may produce in one
+// document. Anchors and aliases share a few lists in real files; nested
+// aliases ("billion laughs") grow exponentially, and a file of a few hundred
+// bytes would otherwise expand to gigabytes.
+const MaxAliasValues = 10000
 
 // ParseYAML parses one YAML document. An empty (or comments-only) file is an
 // empty mapping. Syntax errors, duplicate keys, non-string keys and a second
@@ -207,6 +219,18 @@ func lineCol(data []byte, offset int64) (int, int) {
 
 // convert turns a yaml node into a JSON-shaped value, recording positions.
 func (d *Document) convert(n *yaml.Node, ptr string, depth int, problems *[]Problem) any {
+	if d.exhausted {
+		return nil
+	}
+	if d.alias != nil {
+		d.aliasValues++
+		if d.aliasValues > MaxAliasValues {
+			d.exhausted = true
+			*problems = append(*problems, Problem{File: d.File, Line: d.alias.Line, Column: d.alias.Column, Pointer: ptr,
+				Message: fmt.Sprintf("aliases expand to more than %d values; reeve refuses documents built to exhaust memory", MaxAliasValues)})
+			return nil
+		}
+	}
 	if depth > maxDepth {
 		*problems = append(*problems, Problem{File: d.File, Line: n.Line, Column: n.Column, Pointer: ptr, Message: "nested too deeply"})
 		return nil
@@ -221,6 +245,10 @@ func (d *Document) convert(n *yaml.Node, ptr string, depth int, problems *[]Prob
 		}
 		return d.convert(n.Content[0], ptr, depth+1, problems)
 	case yaml.AliasNode:
+		if d.alias == nil {
+			d.alias = n
+			defer func() { d.alias = nil }()
+		}
 		v := d.convert(n.Alias, ptr, depth+1, problems)
 		// Point at the alias the user wrote, not at the anchor.
 		d.pos[ptr] = Position{n.Line, n.Column}

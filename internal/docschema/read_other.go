@@ -1,0 +1,5 @@
+//go:build !unix
+
+package docschema
+
+const nonblock = 0
