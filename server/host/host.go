@@ -19,10 +19,12 @@ import (
 	"sync"
 	"time"
 
+	"reeve.dev/reeve/internal/atomicfile"
 	"reeve.dev/reeve/internal/version"
 	"reeve.dev/reeve/server/api"
 	"reeve.dev/reeve/server/auth"
 	"reeve.dev/reeve/server/relay"
+	"reeve.dev/reeve/server/secrets"
 	"reeve.dev/reeve/server/store"
 	"reeve.dev/reeve/server/web"
 )
@@ -37,8 +39,13 @@ const DefaultOwnerEmail = "owner@localhost"
 // SQLite file in DataDir, the API, relay and app on one origin.
 type Options struct {
 	Listen string
-	// DataDir holds the SQLite file; default DefaultDataDir().
+	// DataDir holds the SQLite file and the master key file; default
+	// DefaultDataDir(). It is kept 0700, its files 0600.
 	DataDir string
+	// MasterKeyFile holds the master key that seals the stored signing
+	// keys; default DataDir/master.key, created on first start.
+	// REEVE_MASTER_KEY takes precedence (secrets.EnvMasterKey).
+	MasterKeyFile string
 	// DatabaseURL overrides the store; default sqlite in DataDir.
 	DatabaseURL string
 	// PublicURL is the origin clients use; default http://<listen addr>.
@@ -65,6 +72,7 @@ type Options struct {
 type Host struct {
 	opts   Options
 	st     store.Store
+	ring   *secrets.Keyring
 	ln     net.Listener
 	srv    *http.Server
 	api    *api.Server
@@ -91,23 +99,71 @@ func (o Options) databaseURL() (string, error) {
 	if o.DatabaseURL != "" {
 		return o.DatabaseURL, nil
 	}
-	dir := o.DataDir
-	if dir == "" {
-		dir = DefaultDataDir()
+	return "sqlite:" + filepath.Join(o.dataDir(), "reeve-server.db"), nil
+}
+
+func (o Options) dataDir() string {
+	if o.DataDir != "" {
+		return o.DataDir
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("create data dir: %w", err)
+	return DefaultDataDir()
+}
+
+func (o Options) masterKeyFile() string {
+	if o.MasterKeyFile != "" {
+		return o.MasterKeyFile
 	}
-	return "sqlite:" + filepath.Join(dir, "reeve-server.db"), nil
+	return filepath.Join(o.dataDir(), "master.key")
+}
+
+// prepareDataDir creates the data directory, or tightens an existing one,
+// to 0700 and every file in it to 0600, as the daemon does with its home:
+// it holds the database and the master key.
+func (o Options) prepareDataDir() error {
+	dir := o.dataDir()
+	if err := atomicfile.EnsurePrivateDir(dir); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(filepath.Join(dir, e.Name()), fi.Mode().Perm()&0o700); err != nil {
+				return fmt.Errorf("data dir: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // OpenStore opens the store the options select.
 func OpenStore(ctx context.Context, o Options) (store.Store, error) {
+	if err := o.prepareDataDir(); err != nil {
+		return nil, err
+	}
 	u, err := o.databaseURL()
 	if err != nil {
 		return nil, err
 	}
 	return store.Open(ctx, u)
+}
+
+// Keyring loads the master key the options select, creating the key file
+// on first use unless noCreate.
+func Keyring(o Options, noCreate bool) (*secrets.Keyring, error) {
+	if err := o.prepareDataDir(); err != nil {
+		return nil, err
+	}
+	return secrets.Load(secrets.Options{File: o.masterKeyFile(), NoCreate: noCreate})
 }
 
 // New opens the store and the listener; Run serves.
@@ -121,6 +177,10 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	ring, err := Keyring(opts, false)
+	if err != nil {
+		return nil, err
+	}
 	st, err := OpenStore(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -130,7 +190,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		st.Close()
 		return nil, fmt.Errorf("listen on %s: %w", opts.Listen, err)
 	}
-	h := &Host{opts: opts, st: st, ln: ln}
+	h := &Host{opts: opts, st: st, ring: ring, ln: ln}
 	if err := h.assemble(ctx); err != nil {
 		ln.Close()
 		st.Close()
@@ -145,13 +205,9 @@ func (h *Host) assemble(ctx context.Context) error {
 	if h.origin == "" {
 		h.origin = "http://" + h.ln.Addr().String()
 	}
-	key, err := h.st.Secret(ctx, "relay-jwt-hs256", func() ([]byte, error) {
-		b := make([]byte, 32)
-		_, err := rand.Read(b)
-		return b, err
-	})
+	key, err := h.ring.Get(ctx, h.st, RelayJWTSecret, randomKey)
 	if err != nil {
-		return err
+		return fmt.Errorf("relay signing key: %w", err)
 	}
 	signer := &auth.RelaySigner{Key: key, Issuer: h.origin}
 	h.links = &auth.LinkProvider{Store: h.st, BaseURL: h.origin}
@@ -176,7 +232,7 @@ func (h *Host) assemble(ctx context.Context) error {
 	}
 	h.api = a
 	var handler http.Handler = a
-	if h.cred, err = RelayCredential(ctx, h.st); err != nil {
+	if h.cred, err = RelayCredential(ctx, h.st, h.ring); err != nil {
 		return err
 	}
 	if !o.NoRelay {
@@ -255,14 +311,19 @@ func (h *Host) Relay() *relay.Relay { return h.relay }
 // RelayServiceCredential is what `reeve relay` presents to this server.
 func (h *Host) RelayServiceCredential() string { return h.cred }
 
+// RelayJWTSecret names the stored key that signs relay JWTs.
+const RelayJWTSecret = "relay-jwt-hs256"
+
+func randomKey() ([]byte, error) {
+	b := make([]byte, 32)
+	_, err := rand.Read(b)
+	return b, err
+}
+
 // RelayCredential returns the relay service credential of a store,
-// creating its secret on first use.
-func RelayCredential(ctx context.Context, st store.Store) (string, error) {
-	key, err := st.Secret(ctx, auth.RelayServiceSecret, func() ([]byte, error) {
-		b := make([]byte, 32)
-		_, err := rand.Read(b)
-		return b, err
-	})
+// creating its secret (sealed under the keyring) on first use.
+func RelayCredential(ctx context.Context, st store.Store, ring *secrets.Keyring) (string, error) {
+	key, err := ring.Get(ctx, st, auth.RelayServiceSecret, randomKey)
 	if err != nil {
 		return "", fmt.Errorf("relay service secret: %w", err)
 	}
@@ -365,12 +426,16 @@ func (h *Host) Close() error {
 // StoreRelayCredential opens the store the options select and returns its
 // relay service credential (`reeve server relay-credential`).
 func StoreRelayCredential(ctx context.Context, o Options) (string, error) {
+	ring, err := Keyring(o, false)
+	if err != nil {
+		return "", err
+	}
 	st, err := OpenStore(ctx, o)
 	if err != nil {
 		return "", err
 	}
 	defer st.Close()
-	return RelayCredential(ctx, st)
+	return RelayCredential(ctx, st, ring)
 }
 
 // TokenOptions select the store and user of CreateToken.

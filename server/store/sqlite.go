@@ -134,9 +134,16 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
+	// Create the file ourselves so that it never exists with a umask-derived
+	// mode; SQLite gives -wal and -shm the main file's mode.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	f.Close()
 	dsn := func(extra string) string {
 		q := url.Values{}
-		for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "foreign_keys(1)"} {
+		for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "foreign_keys(1)", "secure_delete(ON)"} {
 			q.Add("_pragma", p)
 		}
 		if extra != "" {
@@ -155,9 +162,13 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 		w.Close()
 		return nil, err
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("open sqlite: %w", err)
+	// Files left by an older build (the WAL once held signing keys in the
+	// clear) are tightened too.
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			w.Close()
+			return nil, fmt.Errorf("open sqlite: %w", err)
+		}
 	}
 	r, err := sql.Open("sqlite", dsn(""))
 	if err != nil {
@@ -977,4 +988,37 @@ func (s *SQLite) Secret(ctx context.Context, name string, gen func() ([]byte, er
 		return nil, fmt.Errorf("store secret: %w", err)
 	}
 	return v, nil
+}
+
+func (s *SQLite) ReplaceSecret(ctx context.Context, name string, old, new []byte) (bool, error) {
+	var n int64
+	err := s.exec(ctx, func(tx *sql.Tx) error {
+		r, err := tx.Exec(`UPDATE secrets SET value = ? WHERE name = ? AND value = ?`, new, name, old)
+		if err != nil {
+			return err
+		}
+		n, err = r.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("replace secret: %w", err)
+	}
+	return n == 1, nil
+}
+
+func (s *SQLite) SecretNames(ctx context.Context) ([]string, error) {
+	rows, err := s.query(ctx, `SELECT name FROM secrets ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list secrets: %w", err)
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
 }

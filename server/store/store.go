@@ -183,7 +183,12 @@ type Store interface {
 	Audit(ctx context.Context, workspaceID string, opts ListOptions) ([]AuditEntry, error)
 
 	// Secret returns the named secret, creating it with gen on first use.
+	// Values are opaque: server/secrets seals them before they get here.
 	Secret(ctx context.Context, name string, gen func() ([]byte, error)) ([]byte, error)
+	// ReplaceSecret swaps a secret's value from old to new (false when it
+	// is no longer old); SecretNames lists them. Both serve re-wrapping.
+	ReplaceSecret(ctx context.Context, name string, old, new []byte) (bool, error)
+	SecretNames(ctx context.Context) ([]string, error)
 
 	Close() error
 }
