@@ -110,6 +110,9 @@ func runDoctor(ctx context.Context, opts *doctorOptions) error {
 	if rep.Relay, relayCheck = relayState(ctx, dir, opts.offline); relayCheck != nil {
 		rep.Checks = append(rep.Checks, *relayCheck)
 	}
+	if c := relayProfileCheck(dir, launch, launchErr); c != nil {
+		rep.Checks = append(rep.Checks, *c)
+	}
 
 	if opts.json {
 		if err := writeJSON(opts.env.Out, rep); err != nil {

@@ -106,3 +106,24 @@ func describeRelay(r doctorRelay) []string {
 	}
 	return append(lines, "  "+cred)
 }
+
+// relayProfileCheck finds a machine paired for the relay whose daemon does
+// not launch with the relay profile: it never connects, so the machine is
+// silently offline for the team. Nil when the home is not paired for the
+// relay.
+func relayProfileCheck(dir home.Dir, launch home.Launch, launchErr error) *doctorCheck {
+	rc, err := dir.ReadRelayCredentials()
+	if err != nil || rc.Transport != "relay" {
+		return nil
+	}
+	const name = "relay profile"
+	switch {
+	case errors.Is(launchErr, fs.ErrNotExist):
+		return &doctorCheck{Name: name, OK: false, Detail: "paired for the relay but no launch settings are saved; start the daemon with `reeve start --profile relay`"}
+	case launchErr != nil:
+		return &doctorCheck{Name: name, OK: false, Detail: launchErr.Error()}
+	case launch.Profile != "relay":
+		return &doctorCheck{Name: name, OK: false, Detail: fmt.Sprintf("paired for the relay but the daemon launches with profile %s, so it never connects; run `reeve stop` then `reeve start --profile relay`", launch.Profile)}
+	}
+	return &doctorCheck{Name: name, OK: true, Detail: "the daemon launches with the relay profile"}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"reeve.dev/reeve/daemon/config"
 	"reeve.dev/reeve/daemon/pairing"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/server/sdk"
@@ -171,8 +173,10 @@ func runPair(ctx context.Context, o *pairOptions) error {
 	if err != nil {
 		return err
 	}
-	if l, lerr := dir.ReadLaunch(); rc.Transport == "relay" && (lerr != nil || l.Profile != "relay") {
-		fmt.Fprintln(o.env.Err, "reeve: the relay link runs in the relay profile: start the daemon with `reeve start --profile relay`")
+	if rc.Transport == "relay" && !restarted {
+		if err := o.persistRelayProfile(); err != nil {
+			return err
+		}
 	}
 	res := pairResult{
 		InstallID: rc.InstallID, WorkspaceID: rc.WorkspaceID, ServerURL: rc.ServerURL, AppURL: rc.AppURL, RelayURL: rc.RelayURL,
@@ -278,6 +282,45 @@ func (o *pairOptions) restartIfRunning(ctx context.Context, relay bool) (bool, e
 		return false, err
 	}
 	return true, nil
+}
+
+// persistRelayProfile makes the saved launch settings of a daemon that is
+// not running use the relay profile, so that the next start, whoever does
+// it, connects to the relay. A home never started gets launch settings
+// from its config (or the defaults) with the relay profile.
+func (o *pairOptions) persistRelayProfile() error {
+	dir := o.home
+	launch, err := dir.ReadLaunch()
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		r, lerr := config.Load(config.LoadOptions{Getenv: func(k string) string {
+			if k == config.EnvName(config.KeyHome) {
+				return string(dir)
+			}
+			return o.env.Getenv(k)
+		}})
+		if lerr != nil {
+			fmt.Fprintf(o.env.Err, "reeve: the relay link runs in the relay profile: start the daemon with `reeve start --profile relay` (%v)\n", lerr)
+			return nil
+		}
+		launch = launchFrom(r)
+	case err != nil:
+		return withExit(ExitFailure, err)
+	}
+	if launch.Profile == "relay" {
+		return nil
+	}
+	if launch.Profile == "lan" {
+		fmt.Fprintln(o.env.Err, "reeve: the daemon launches with the lan profile, which does not connect to the relay: start it with `reeve start --profile relay`")
+		return nil
+	}
+	from := launch.Profile
+	launch.Profile = "relay"
+	if err := dir.WriteLaunch(launch); err != nil {
+		return withExit(ExitFailure, err)
+	}
+	reportLaunchChanges(o.env.Err, dir, []launchChange{{Key: "profile", From: from, To: "relay", Source: "pair"}})
+	return nil
 }
 
 func (o *pairOptions) opener() func(string) error {

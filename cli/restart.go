@@ -54,6 +54,9 @@ func runRestart(ctx context.Context, opts *restartOptions) error {
 		if _, err := config.ParseListen(opts.listen); err != nil {
 			return withExit(ExitUsage, err)
 		}
+		if opts.listen != launch.Listen {
+			reportLaunchChanges(opts.env.Err, opts.home, []launchChange{{Key: "listen", From: launch.Listen, To: opts.listen, Source: string(config.SourceFlag)}})
+		}
 		launch.Listen = opts.listen
 	}
 	opts.interrupted(ctx, "restarting the daemon")

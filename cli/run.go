@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -23,16 +24,19 @@ type runOptions struct {
 	// daemon must be started).
 	launch    home.Launch
 	launchErr error
-	dir       string
-	prompt    string
-	agent     string
-	model     string
-	mode      string
-	wait      bool
-	attach    bool
-	noInput   bool
-	timeout   int
-	json      bool
+	// ignored are settings given now that differ from the persisted
+	// launch: run starts with the persisted one and says so.
+	ignored []launchChange
+	dir     string
+	prompt  string
+	agent   string
+	model   string
+	mode    string
+	wait    bool
+	attach  bool
+	noInput bool
+	timeout int
+	json    bool
 }
 
 func newRunCmd(env *Env) *cobra.Command {
@@ -55,10 +59,13 @@ one key (y allows, n denies, s leaves it for later), unless --no-input.`,
 			if err := opts.bind(cmd, env); err != nil {
 				return err
 			}
-			if r, err := config.Load(config.LoadOptions{Flags: cmd.Flags(), Getenv: env.Getenv}); err != nil {
+			if r, err := resolveLaunch(cmd.Flags(), env.Getenv); err != nil {
 				opts.launchErr = configExit(err)
 			} else {
-				opts.launch = launchFrom(r)
+				opts.launch, opts.ignored = r.Launch, r.Changes
+				if r.Persisted != nil {
+					opts.launch = *r.Persisted
+				}
 			}
 			opts.dir = "."
 			if len(args) == 1 {
@@ -177,6 +184,13 @@ func (o *runOptions) ensureDaemon(ctx context.Context) error {
 	fmt.Fprintf(o.env.Err, "reeve: no daemon is running from %s; starting one\n", o.home)
 	if o.launchErr != nil {
 		return o.launchErr
+	}
+	if len(o.ignored) > 0 {
+		parts := make([]string, len(o.ignored))
+		for i, c := range o.ignored {
+			parts[i] = describeChange(c)
+		}
+		fmt.Fprintf(o.env.Err, "reeve: starting with the saved launch settings of %s; not applied: %s (use `reeve start` to change them)\n", o.home.LaunchFile(), strings.Join(parts, "; "))
 	}
 	inUse := "set listen in the config file (--config FILE) or REEVE_LISTEN to a free port, or start the daemon yourself with `reeve start --listen ADDR`"
 	if err := startDaemon(ctx, o.env, o.launch, false, inUse); err != nil && !errors.Is(err, errAlreadyRunning) {

@@ -26,8 +26,10 @@ type startOptions struct {
 	env        *Env
 	foreground bool
 	// launch is the configuration, resolved from the flags, the
-	// environment and the config file before the command runs.
-	launch home.Launch
+	// environment, the config file and the persisted launch before the
+	// command runs; changes are what it changes in the persisted one.
+	launch  home.Launch
+	changes []launchChange
 }
 
 func newStartCmd(env *Env) *cobra.Command {
@@ -35,13 +37,19 @@ func newStartCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start the daemon (supervisor and worker), in the background by default",
-		Args:  noArgs,
+		Long: `Start the daemon (supervisor and worker), in the background by default.
+
+The launch settings are saved in the home (launch.json) and used by every
+later start, restart, run, pair and the service unit. A flag, a REEVE_*
+variable or the config file changes a saved setting, and start says so; a
+setting left unset keeps its saved value.`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			resolved, err := config.Load(config.LoadOptions{Flags: cmd.Flags(), Getenv: env.Getenv})
+			resolved, err := resolveLaunch(cmd.Flags(), env.Getenv)
 			if err != nil {
 				return configExit(err)
 			}
-			opts.launch = launchFrom(resolved)
+			opts.launch, opts.changes = resolved.Launch, resolved.Changes
 			return runStart(cmd.Context(), opts)
 		},
 	}
@@ -60,6 +68,12 @@ func newStartCmd(env *Env) *cobra.Command {
 }
 
 func runStart(ctx context.Context, opts *startOptions) error {
+	if err := checkLaunch(opts.launch); err != nil {
+		return err
+	}
+	if locked, _ := home.Dir(opts.launch.Home).Locked(); !locked {
+		reportLaunchChanges(opts.env.Err, home.Dir(opts.launch.Home), opts.changes)
+	}
 	return startDaemon(ctx, opts.env, opts.launch, opts.foreground, "pass --listen with another port (--listen 127.0.0.1:0 picks a free one)")
 }
 
