@@ -53,6 +53,7 @@ type Process struct {
 	cmd    *exec.Cmd
 	pgid   int
 	master *os.File // the PTY master; nil for StartPipe
+	reaper *reaper  // the worker's side of the reaper the program runs under
 
 	exited chan struct{} // closed when the leader has been reaped
 	done   chan struct{} // closed when the output is drained too
@@ -63,7 +64,8 @@ type Process struct {
 	ended  bool // done is closed; the process group may be gone or reused
 }
 
-// Pid is the process id, also its process group id.
+// Pid is the id of the process started, the program's reaper, which is
+// also the process group id.
 func (p *Process) Pid() int { return p.pgid }
 
 // Wait blocks until the process has exited and all its output has been
@@ -76,14 +78,39 @@ func (p *Process) Wait() Result {
 // Done is closed when Wait would return.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
-// Kill sends SIGKILL to the whole process group, so children die too. It
+// Kill ends the program and every process it started, including those
+// that left its process group or session: the reaper stops and kills all
+// its descendants, then exits; Wait returns once they are all gone. It
 // returns nil when the process has already ended.
 func (p *Process) Kill() error {
-	return p.signal(syscall.SIGKILL)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return nil
+	}
+	select {
+	case <-p.exited:
+		return nil // the reaper has ended everything already
+	default:
+		p.killed = true
+	}
+	p.reaper.kill()
+	go func() { // lives at most reaperKillGrace, or until the reaper exits
+		t := time.NewTimer(reaperKillGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			// A reaper that does not end is broken: end its group at least.
+			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		case <-p.exited:
+		}
+	}()
+	return nil
 }
 
 // Terminate asks the process group to end with SIGTERM, giving programs a
-// chance to clean up, and sends SIGKILL if it is still running after grace.
+// chance to clean up, and kills everything (Kill) if it is still running
+// after grace.
 func (p *Process) Terminate(grace time.Duration) error {
 	if err := p.signal(syscall.SIGTERM); err != nil {
 		return err
@@ -110,6 +137,7 @@ func (p *Process) killLeftovers() {
 	}
 }
 
+// signal sends sig to the program's process group (the reaper ignores it).
 func (p *Process) signal(sig syscall.Signal) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -152,9 +180,18 @@ func (p *Process) Input(b []byte) error {
 // process group) and starts the goroutines that reap it, end it when ctx
 // ends, and drain its output streams; finish runs when all is read.
 func (p *Process) start(ctx context.Context, streams []*drainer, finish func(res *Result)) error {
-	if err := p.cmd.Start(); err != nil {
+	r, err := wrapReaper(p.cmd)
+	if err != nil {
 		return err
 	}
+	err = p.cmd.Start()
+	r.started()
+	if err != nil {
+		r.kill()
+		r.status.Close()
+		return err
+	}
+	p.reaper = r
 	p.pgid = p.cmd.Process.Pid
 	p.exited = make(chan struct{})
 	p.done = make(chan struct{})
@@ -177,6 +214,7 @@ func (p *Process) start(ctx context.Context, streams []*drainer, finish func(res
 	}()
 	go func() { // ends when the process exits and its output is drained
 		werr := p.cmd.Wait()
+		ws, reported := p.reaper.agentStatus()
 		close(p.exited)
 		for _, s := range streams {
 			s.startDrain()
@@ -184,7 +222,11 @@ func (p *Process) start(ctx context.Context, streams []*drainer, finish func(res
 		wg.Wait()
 
 		p.mu.Lock()
-		p.res = resultOf(p.cmd.ProcessState, werr, p.killed)
+		if reported {
+			p.res = resultOfStatus(ws, p.killed)
+		} else {
+			p.res = resultOf(p.cmd.ProcessState, werr, p.killed)
+		}
 		p.ended = true
 		p.mu.Unlock()
 		if finish != nil {
@@ -196,12 +238,17 @@ func (p *Process) start(ctx context.Context, streams []*drainer, finish func(res
 }
 
 func resultOf(ps *os.ProcessState, werr error, killed bool) Result {
-	r := Result{ExitCode: -1, Killed: killed}
 	if ps == nil {
-		r.Err = fmt.Errorf("wait: %w", werr)
-		return r
+		return Result{ExitCode: -1, Killed: killed, Err: fmt.Errorf("wait: %w", werr)}
 	}
 	ws, _ := ps.Sys().(syscall.WaitStatus)
+	return resultOfStatus(ws, killed)
+}
+
+// resultOfStatus describes the program's end from its wait status, as the
+// reaper reported it.
+func resultOfStatus(ws syscall.WaitStatus, killed bool) Result {
+	r := Result{ExitCode: -1, Killed: killed}
 	switch {
 	case ws.Signaled():
 		r.Signal = ws.Signal()
@@ -211,7 +258,7 @@ func resultOf(ps *os.ProcessState, werr error, killed bool) Result {
 			r.Err = fmt.Errorf("killed by signal %s", r.Signal)
 		}
 	default:
-		r.ExitCode = ps.ExitCode()
+		r.ExitCode = ws.ExitStatus()
 		switch {
 		case killed && r.ExitCode != 0:
 			r.Err = fmt.Errorf("%w (exit status %d)", ErrKilled, r.ExitCode)
