@@ -3,6 +3,7 @@ package hookbridge
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 )
 
 // Policy actions.
@@ -51,6 +52,10 @@ func (g Gate) Decide(ctx context.Context, req Request) Decision {
 		// An ask rule wants a human whatever the mode.
 		req.Reason = orDefault(v.Reason, "the project policy asks a human ("+v.Rule+")")
 		return g.ask(ctx, req)
+	case "":
+	default:
+		// A verdict this gate does not know is not "no rule": it denies.
+		return g.now(Decision{Decision: Deny, DecidedBy: "policy:" + v.Rule, Reason: "the project policy gave an unknown verdict " + strconv.Quote(v.Action) + ", so reeve denies"})
 	}
 	if d, ok := g.Broker.SessionRule(req.SessionID, req.Tool); ok {
 		return d

@@ -126,6 +126,7 @@ func TestGateOrder(t *testing.T) {
 		{"policy ask asks even in bypass", PolicyAsk, ModeBypass, Allow, "human"},
 		{"no rule, bypass", "", ModeBypass, Allow, "mode:bypass"},
 		{"no rule, detect asks", "", ModeDetect, Allow, "human"},
+		{"an unknown verdict denies, even in bypass", "Allow", ModeBypass, Deny, "policy:r1"},
 	}
 	for _, c := range cases {
 		b := NewBroker(BrokerOptions{Timeout: 5 * time.Second})

@@ -176,6 +176,10 @@ func (a *API) removeDirectory(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, wire.CodeNotFound, "no directory with id "+quote(id))
 		return
 	}
+	if errors.Is(err, store.ErrInUse) {
+		writeError(w, http.StatusConflict, wire.CodeDirectoryInUse, err.Error())
+		return
+	}
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
 		return

@@ -239,3 +239,29 @@ func TestCORSForAllowedOrigins(t *testing.T) {
 		t.Fatalf("foreign preflight: %d %v", rec.Code, rec.Header())
 	}
 }
+
+// Removing a directory whose sessions are active is a conflict that names
+// them: its policy still governs them.
+func TestRemoveDirectoryInUse(t *testing.T) {
+	st, err := store.Open(context.Background(), store.Options{Path: filepath.Join(t.TempDir(), "reeve.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	api := New(Options{Directories: st, BoundPort: "7070", Health: func(context.Context) wire.Health { return wire.Health{Status: "ok"} }})
+	d, _, err := st.AddDirectory(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := st.CreateSession(context.Background(), store.NewSession{DirectoryID: d.ID, Agent: "shell", Status: store.StatusRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := do(t, api, "DELETE", "/api/directories/"+d.ID, "localhost:7070", nil, "")
+	if rec.Code != 409 || errorCode(t, rec) != wire.CodeDirectoryInUse || !strings.Contains(rec.Body.String(), sess.ID) {
+		t.Fatalf("delete in use: %d %s", rec.Code, rec.Body)
+	}
+	if _, err := st.Directory(context.Background(), d.ID); err != nil {
+		t.Fatalf("removed anyway: %v", err)
+	}
+}

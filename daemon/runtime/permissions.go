@@ -89,7 +89,7 @@ func (m *Manager) Hook(ctx context.Context, sessionID string, payload []byte) (w
 		return wire.HookAnswer{}, nil
 	}
 	gate := hookbridge.Gate{
-		Policy: m.policyFor(ctx, sess),
+		Policy: m.policyFor(ctx, sess, in.Cwd),
 		Mode:   m.mode(ctx, sessionID),
 		Broker: m.broker,
 		Asked: func(req hookbridge.Request) {
@@ -211,35 +211,36 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// policyFor loads the project policy for a session's tool use. It is read
-// from the registered directory, the developer's checkout, never from the
-// agent's working copy, which the agent could rewrite to allow itself.
-func (m *Manager) policyFor(ctx context.Context, sess store.Session) func(string, json.RawMessage) hookbridge.PolicyVerdict {
+// policyFor is the project policy of a session's tool use, from the source
+// the session started with (its manifest): the registered directory, the
+// developer's checkout, never the agent's working copy, which the agent could
+// rewrite to allow itself. Unregistering the directory does not change it.
+// Whatever goes wrong here denies; it never leaves the decision to the mode.
+// cwd is where the agent says the tool runs (the hook's cwd).
+func (m *Manager) policyFor(ctx context.Context, sess store.Session, cwd string) func(string, json.RawMessage) hookbridge.PolicyVerdict {
 	if m.opts.Policy == nil {
 		return nil
 	}
-	d, err := m.opts.Store.Directory(ctx, sess.DirectoryID)
-	if err != nil {
-		return nil
+	mf, err := m.manifest(ctx, sess.ID)
+	if err != nil || mf.Directory == "" {
+		reason := "reeve cannot tell which project policy governs this session, so it denies the tool use"
+		if err != nil {
+			reason += ": " + err.Error()
+		}
+		return func(string, json.RawMessage) hookbridge.PolicyVerdict {
+			return hookbridge.PolicyVerdict{Action: hookbridge.PolicyDeny, Rule: policy.RuleNoSource, Reason: reason}
+		}
 	}
+	src := policy.Source{Project: mf.Directory, Required: mf.PolicyFile != ""}
 	return func(tool string, input json.RawMessage) hookbridge.PolicyVerdict {
-		return m.opts.Policy(d.Path, sess.Workdir, tool, input)
+		return m.opts.Policy(src, policy.Request{Tool: tool, Input: input, Workdir: sess.Workdir, Cwd: cwd})
 	}
 }
 
-// projectPolicy evaluates <projectDir>/.reeve/policy.yaml, read afresh for
-// each tool use so that an edit takes effect at once. A policy with
-// problems denies everything, saying why: a broken policy must not let
-// tools through that it was written to stop.
-func projectPolicy(projectDir, workdir, tool string, input json.RawMessage) hookbridge.PolicyVerdict {
-	p, problems, err := policy.Load(projectDir)
-	if err != nil {
-		return hookbridge.PolicyVerdict{Action: hookbridge.PolicyDeny, Rule: "unreadable-policy", Reason: "reeve cannot read the project policy: " + err.Error()}
-	}
-	if len(problems) > 0 {
-		return hookbridge.PolicyVerdict{Action: hookbridge.PolicyDeny, Rule: "invalid-policy",
-			Reason: fmt.Sprintf("the project policy has %d problem(s), so reeve denies every tool use until it is fixed (see `reeve check`): %s", len(problems), problems[0])}
-	}
-	d := p.Evaluate(policy.Request{Tool: tool, Input: input, Workdir: workdir})
+// projectPolicy evaluates a tool use by the source's policy, read afresh
+// for each tool use so that an edit takes effect at once; a policy that
+// cannot be loaded denies (policy.Source.Decide).
+func projectPolicy(src policy.Source, req policy.Request) hookbridge.PolicyVerdict {
+	d := src.Decide(req)
 	return hookbridge.PolicyVerdict{Action: string(d.Action), Rule: d.Rule, Reason: d.Reason}
 }

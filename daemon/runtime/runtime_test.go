@@ -21,6 +21,7 @@ import (
 	"reeve.dev/reeve/daemon/store"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/hookbridge"
+	"reeve.dev/reeve/hookbridge/policy"
 )
 
 // fixture is a session manager over a real SQLite store in a temporary
@@ -450,8 +451,8 @@ func hookInput(agentSession, event, tool, input string) []byte {
 func TestPermissionFlow(t *testing.T) {
 	f := newFixture(t, func(o *runtime.ManagerOptions) {
 		o.Executable = "/usr/local/bin/reeve"
-		o.Policy = func(_, _, tool string, _ json.RawMessage) hookbridge.PolicyVerdict {
-			if tool == "Delete" {
+		o.Policy = func(_ policy.Source, req policy.Request) hookbridge.PolicyVerdict {
+			if req.Tool == "Delete" {
 				return hookbridge.PolicyVerdict{Action: hookbridge.PolicyDeny, Rule: "no-delete", Reason: "never delete"}
 			}
 			return hookbridge.PolicyVerdict{}

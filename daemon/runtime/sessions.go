@@ -22,6 +22,7 @@ import (
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/daemon/worktree"
 	"reeve.dev/reeve/hookbridge"
+	"reeve.dev/reeve/hookbridge/policy"
 	"reeve.dev/reeve/internal/atomicfile"
 )
 
@@ -65,9 +66,9 @@ type ManagerOptions struct {
 	// Executable is the reeve binary that agents' hooks run; "" leaves
 	// structured agents unguarded.
 	Executable string
-	// Policy evaluates the project policy of a registered directory for a
-	// tool use in workdir; nil means no policy.
-	Policy func(projectDir, workdir, tool string, input json.RawMessage) hookbridge.PolicyVerdict
+	// Policy evaluates a tool use by the policy of the source a session
+	// started with; nil means no policy (tests).
+	Policy func(src policy.Source, req policy.Request) hookbridge.PolicyVerdict
 	// Context resolves the context vault's working set for a session's
 	// task in its directory (context.go); nil gives agents none.
 	Context func(ctx context.Context, dir, task string) string
@@ -192,6 +193,9 @@ func (m *Manager) launch(ctx context.Context, req wire.LaunchRequest, from *retr
 		PermissionMode: mode,
 	}
 	manifest.Guarded, manifest.GuardNote = guardOf(info, m.opts.Executable != "")
+	if src := policy.SourceOf(dir.Path); src.Required {
+		manifest.PolicyFile = filepath.Join(dir.Path, policy.Dir, policy.File)
+	}
 	// The id comes first: it names the worktree's branch.
 	manifest.SessionID = ulid.Make().String()
 	workdir, err := m.isolate(ctx, manifest.SessionID, dir.Path, from, &manifest)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -100,9 +101,15 @@ func (s *Store) Directory(ctx context.Context, id string) (Directory, error) {
 }
 
 // RemoveDirectory unregisters a directory. Its sessions and their events stay:
-// they are history, not configuration.
+// they are history, not configuration. A directory with active sessions
+// (starting, running, waiting for a permission, idle) is not removed: they
+// are governed by its policy, and it fails with an *InUseError. The check
+// and the delete are one statement, so a session cannot start between them.
 func (s *Store) RemoveDirectory(ctx context.Context, id string) error {
-	res, err := s.writer.ExecContext(ctx, `DELETE FROM directories WHERE id = ?`, id)
+	list, args := inList(ActiveStatuses)
+	res, err := s.writer.ExecContext(ctx, `DELETE FROM directories WHERE id = ?
+		AND NOT EXISTS (SELECT 1 FROM sessions WHERE directory_id = ? AND status IN `+list+`)`,
+		append([]any{id, id}, args...)...)
 	if err != nil {
 		return fmt.Errorf("remove directory %s: %w", id, err)
 	}
@@ -110,11 +117,39 @@ func (s *Store) RemoveDirectory(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("remove directory %s: %w", id, err)
 	}
-	if n == 0 {
-		return fmt.Errorf("remove directory %s: %w", id, ErrNotFound)
+	if n == 1 {
+		return nil
 	}
-	return nil
+	if _, err := s.Directory(ctx, id); err != nil {
+		return fmt.Errorf("remove directory %s: %w", id, err)
+	}
+	active, err := s.ListSessions(ctx, SessionFilter{DirectoryID: id, Statuses: ActiveStatuses})
+	if err != nil {
+		return fmt.Errorf("remove directory %s: %w", id, err)
+	}
+	ids := make([]string, len(active))
+	for i, sess := range active {
+		ids[i] = sess.ID
+	}
+	return &InUseError{DirectoryID: id, Sessions: ids}
 }
+
+// ErrInUse is what an *InUseError wraps.
+var ErrInUse = errors.New("directory has active sessions")
+
+// InUseError is a directory that cannot be removed while sessions of it
+// are active.
+type InUseError struct {
+	DirectoryID string
+	Sessions    []string
+}
+
+func (e *InUseError) Error() string {
+	return fmt.Sprintf("remove directory %s: %d active session(s) are governed by its policy: %s; stop them first (`reeve session stop SID`)",
+		e.DirectoryID, len(e.Sessions), strings.Join(e.Sessions, ", "))
+}
+
+func (e *InUseError) Unwrap() error { return ErrInUse }
 
 type rowScanner interface{ Scan(dest ...any) error }
 

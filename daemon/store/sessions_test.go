@@ -129,7 +129,11 @@ func TestSessionsCRUD(t *testing.T) {
 	if err := s.SetManifest(ctx, "nope", nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("manifest of unknown: %v", err)
 	}
-	// Removing the directory keeps its sessions: they are history.
+	// Removing the directory keeps its sessions: they are history. (It
+	// waits for them to end: TestRemoveDirectoryRefusedWhileActive.)
+	if _, err := s.UpdateSessionStatus(ctx, b.ID, StatusCompleted, ""); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.RemoveDirectory(ctx, d2.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,7 @@ const (
 	CodeInvalid         = "invalid_request"
 	CodeMethod          = "method_not_allowed"
 	CodeInternal        = "internal"
+	CodeDirectoryInUse  = "directory_in_use" // remove of a directory whose sessions are active
 )
 
 // Readiness is the one line a freshly started worker writes on its status

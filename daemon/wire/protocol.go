@@ -241,14 +241,17 @@ type DiscoveredInfo struct {
 // what, and under which governance. Workflow and approval fields stay empty
 // until workflows and the hook bridge exist.
 type Manifest struct {
-	SessionID      string     `json:"session_id"`
-	Provider       string     `json:"provider"`
-	Model          string     `json:"model"`
-	Agent          string     `json:"agent"`
-	AgentVersion   string     `json:"agent_version"`
-	AgentPath      string     `json:"agent_path,omitempty"`
-	AgentSessionID string     `json:"agent_session_id,omitempty"`
-	Directory      string     `json:"directory"`
+	SessionID      string `json:"session_id"`
+	Provider       string `json:"provider"`
+	Model          string `json:"model"`
+	Agent          string `json:"agent"`
+	AgentVersion   string `json:"agent_version"`
+	AgentPath      string `json:"agent_path,omitempty"`
+	AgentSessionID string `json:"agent_session_id,omitempty"`
+	Directory      string `json:"directory"`
+	// PolicyFile is the project policy that governed the session when it
+	// started; while the session lives, that file's absence denies.
+	PolicyFile     string     `json:"policy_file,omitempty"`
 	Workdir        string     `json:"workdir"`
 	Worktree       string     `json:"worktree,omitempty"`
 	Guarded        bool       `json:"guarded"`

@@ -44,9 +44,14 @@ const (
 type Request struct {
 	Tool  string          // tool_name, e.g. Bash, Write, exec_command
 	Input json.RawMessage // tool_input
-	// Workdir is the session's working directory; relative paths in the
-	// input are resolved against it. Empty means the process's directory.
+	// Workdir is the session's working directory (its worktree): relative
+	// path patterns are anchored at it, and what is not under it is
+	// outside. Empty means the process's directory.
 	Workdir string
+	// Cwd is where the tool runs, as the agent reports it (a hook's cwd);
+	// relative paths in the input, and the commands of a shell tool, start
+	// there. Empty means Workdir.
+	Cwd string
 }
 
 // Decision is the outcome of Evaluate or CheckPath.
