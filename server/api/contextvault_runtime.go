@@ -859,7 +859,7 @@ func (s *Server) cvProposals(c *call) (int, any, error) {
 }
 
 func (s *Server) proofMAC(c *call, p store.ContextProof) (string, error) {
-	key, err := s.st.Secret(c.ctx(), "context-preview-proof", func() ([]byte, error) { return seal.NewKey(), nil })
+	key, err := s.secret(c.ctx(), "context-preview-proof", func() ([]byte, error) { return seal.NewKey(), nil })
 	if err != nil {
 		return "", err
 	}

@@ -16,6 +16,7 @@ import (
 	"reeve.dev/reeve/server/auth"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/sdk/e2e"
+	"reeve.dev/reeve/server/secrets"
 	"reeve.dev/reeve/server/servertest"
 	"reeve.dev/reeve/server/store"
 )
@@ -353,7 +354,11 @@ func TestExpiredCodesRefused(t *testing.T) {
 	)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	srv, err := api.New(api.Options{Store: st, Now: clock, CacheTTL: -1, Signer: &auth.RelaySigner{Key: []byte(strings.Repeat("k", 32)), Issuer: "http://cp", Now: clock}})
+	ring, err := secrets.Parse(strings.Repeat("ab", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(api.Options{Store: st, Secrets: ring, Now: clock, CacheTTL: -1, Signer: &auth.RelaySigner{Key: []byte(strings.Repeat("k", 32)), Issuer: "http://cp", Now: clock}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func (ib *inbox) signal() {
 func (s *Server) relayServicePrincipal(c *call, tok string) (auth.Principal, error) {
 	h := s.relay
 	h.keyOnce.Do(func() {
-		h.key, h.keyErr = s.st.Secret(c.ctx(), auth.RelayServiceSecret, randomKey)
+		h.key, h.keyErr = s.secret(c.ctx(), auth.RelayServiceSecret, randomKey)
 	})
 	if h.keyErr != nil {
 		return auth.Principal{}, h.keyErr

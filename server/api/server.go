@@ -18,6 +18,7 @@ import (
 
 	"reeve.dev/reeve/server/auth"
 	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/secrets"
 	"reeve.dev/reeve/server/store"
 )
 
@@ -50,6 +51,9 @@ type Options struct {
 	RelayURL string
 	// Signer issues relay JWTs; required for the relay-token routes.
 	Signer *auth.RelaySigner
+	// Secrets seals the keys the API keeps in the store (the relay service
+	// secret, proof keys); required.
+	Secrets *secrets.Keyring
 	Login  LoginProvider
 	// MaxBodyBytes defaults to DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -89,6 +93,9 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	if opts.Store == nil {
 		return nil, errors.New("api: a store is required")
+	}
+	if opts.Secrets == nil {
+		return nil, errors.New("api: a master keyring (Options.Secrets) is required")
 	}
 	if opts.BaseURL == "" {
 		opts.BaseURL = "http://127.0.0.1:8080"
@@ -286,4 +293,9 @@ func (s *Server) serve(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	return c.route.handler(c)
+}
+
+// secret returns a key kept in the store, sealed under the master key.
+func (s *Server) secret(ctx context.Context, name string, gen func() ([]byte, error)) ([]byte, error) {
+	return s.opts.Secrets.Get(ctx, s.st, name, gen)
 }

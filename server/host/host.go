@@ -224,7 +224,7 @@ func (h *Host) assemble(ctx context.Context) error {
 	}
 	a, err = api.New(api.Options{
 		Store: h.st, BaseURL: h.origin, AppURL: o.AppURL, RelayURL: o.RelayURL,
-		Signer: signer, Login: h.links, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL,
+		Signer: signer, Secrets: h.ring, Login: h.links, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL,
 		Pages: pages, Logger: o.Logger, Version: version.Version,
 	})
 	if err != nil {
