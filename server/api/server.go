@@ -54,7 +54,7 @@ type Options struct {
 	// Secrets seals the keys the API keeps in the store (the relay service
 	// secret, proof keys); required.
 	Secrets *secrets.Keyring
-	Login  LoginProvider
+	Login   LoginProvider
 	// MaxBodyBytes defaults to DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// CacheTTL bounds how long a resolved credential or role is reused
