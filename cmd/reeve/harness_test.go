@@ -48,6 +48,8 @@ type daemonHome struct {
 	// env, when set, replaces the test process's environment for every
 	// command (and so for the daemon and its agents).
 	env []string
+	// bin, when set, is the reeve binary run instead of reeveBin.
+	bin string
 }
 
 func newHome(t *testing.T) *daemonHome {
@@ -65,7 +67,11 @@ func (h *daemonHome) run(args ...string) result {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, reeveBin, args...)
+	bin := reeveBin
+	if h.bin != "" {
+		bin = h.bin
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(h.baseEnv(), "REEVE_HOME="+h.dir)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -48,12 +48,24 @@ func guardOf(info agents.Info, hooked bool) (bool, string) {
 	}
 }
 
-// hookFor is the hook configuration of a session's turns; nil when the
-// daemon does not know its own executable (agents then run unguarded).
-func (m *Manager) hookFor(sessionID string) *agents.Hook {
-	if m.opts.Executable == "" {
-		return nil
+// verifiedHook is the hook configuration of a session's next turn, after
+// checking that the hook program is still the one installed: a governed
+// turn whose hooks could not run must not start, since an agent treats a
+// hook that fails to start as no verdict and runs the tool. nil (no error)
+// when the manager has no hook program (agents then run unguarded, and
+// the manifest says so).
+func (m *Manager) verifiedHook(sessionID string) (*agents.Hook, error) {
+	if m.opts.HookProgram.Path == "" {
+		return nil, nil
 	}
+	if err := m.opts.HookProgram.Verify(); err != nil {
+		return nil, fmt.Errorf("the session is governed but its decision channel is not working, so it does not start: %w (restart the daemon to reinstall it)", err)
+	}
+	return m.hookFor(sessionID), nil
+}
+
+// hookFor is the hook configuration of a session's turns.
+func (m *Manager) hookFor(sessionID string) *agents.Hook {
 	timeout := m.opts.HookTimeout
 	// The hook gives the daemon the decision timeout plus a margin, then
 	// denies by itself; the agent waits longer still before killing it.
@@ -61,7 +73,7 @@ func (m *Manager) hookFor(sessionID string) *agents.Hook {
 	return &agents.Hook{
 		Command: func(event string) string {
 			return fmt.Sprintf("%s hook %s --home %s --session %s --timeout %d",
-				shellQuote(m.opts.Executable), shellQuote(event), shellQuote(string(m.opts.Home)), shellQuote(sessionID), hookWait)
+				shellQuote(m.opts.HookProgram.Path), shellQuote(event), shellQuote(string(m.opts.Home)), shellQuote(sessionID), hookWait)
 		},
 		Timeout: timeout + 30*time.Second,
 	}

@@ -19,7 +19,7 @@ import (
 // moved away) denies; it never turns into "allow, mode: bypass".
 func TestPolicyCannotBeTurnedOff(t *testing.T) {
 	f := newFixture(t, func(o *runtime.ManagerOptions) {
-		o.Executable = "/usr/local/bin/reeve"
+		o.HookProgram = hookProgram(t)
 		o.Policy = func(src policy.Source, req policy.Request) hookbridge.PolicyVerdict {
 			d := src.Decide(req)
 			return hookbridge.PolicyVerdict{Action: string(d.Action), Rule: d.Rule, Reason: d.Reason}
@@ -97,7 +97,7 @@ func TestPolicyCannotBeTurnedOff(t *testing.T) {
 // one added later takes effect at once.
 func TestPolicyAddedLater(t *testing.T) {
 	f := newFixture(t, func(o *runtime.ManagerOptions) {
-		o.Executable = "/usr/local/bin/reeve"
+		o.HookProgram = hookProgram(t)
 		o.Policy = func(src policy.Source, req policy.Request) hookbridge.PolicyVerdict {
 			d := src.Decide(req)
 			return hookbridge.PolicyVerdict{Action: string(d.Action), Rule: d.Rule, Reason: d.Reason}

@@ -26,6 +26,7 @@ import (
 	"reeve.dev/reeve/daemon/relaylink"
 	"reeve.dev/reeve/daemon/store"
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/hookbridge/hookprog"
 	"reeve.dev/reeve/internal/version"
 )
 
@@ -105,14 +106,16 @@ func run(ctx context.Context, opts Options) error {
 	}
 	defer st.Close()
 
-	exe, err := os.Executable()
+	// Hooks run a copy in the home, not this executable, which a versioned
+	// install or `go run` may move or delete while the daemon runs.
+	hookProgram, err := hookprog.Install(string(opts.Home))
 	if err != nil {
-		return &FatalError{fmt.Errorf("locate the reeve executable for agent hooks: %w", err)}
+		return &FatalError{fmt.Errorf("install the hook program that governs agents: %w", err)}
 	}
 	mgr, err := NewManager(ctx, ManagerOptions{
 		Store: st, Agents: registry.New(registry.Options{}), Home: opts.Home,
 		DefaultAgent: launch.DefaultAgent, Env: agentEnv(), Log: opts.Log,
-		Executable: exe, HookTimeout: time.Duration(launch.HookTimeout) * time.Second, DefaultMode: launch.DefaultMode,
+		HookProgram: hookProgram, HookTimeout: time.Duration(launch.HookTimeout) * time.Second, DefaultMode: launch.DefaultMode,
 		Policy: projectPolicy, Context: contextvault.SessionContext(string(opts.Home), opts.Log),
 	})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"reeve.dev/reeve/daemon/store"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/hookbridge"
+	"reeve.dev/reeve/hookbridge/hookprog"
 	"reeve.dev/reeve/hookbridge/policy"
 )
 
@@ -450,7 +451,7 @@ func hookInput(agentSession, event, tool, input string) []byte {
 // from another agent session is refused.
 func TestPermissionFlow(t *testing.T) {
 	f := newFixture(t, func(o *runtime.ManagerOptions) {
-		o.Executable = "/usr/local/bin/reeve"
+		o.HookProgram = hookProgram(t)
 		o.Policy = func(_ policy.Source, req policy.Request) hookbridge.PolicyVerdict {
 			if req.Tool == "Delete" {
 				return hookbridge.PolicyVerdict{Action: hookbridge.PolicyDeny, Rule: "no-delete", Reason: "never delete"}
@@ -548,7 +549,7 @@ func TestPermissionFlow(t *testing.T) {
 // A request still waiting when its turn ends is denied, not left for a
 // human who can no longer help.
 func TestTurnEndDeniesPending(t *testing.T) {
-	f := newFixture(t, func(o *runtime.ManagerOptions) { o.Executable = "/bin/reeve" })
+	f := newFixture(t, func(o *runtime.ManagerOptions) { o.HookProgram = hookProgram(t) })
 	procs := f.blockingTurns()
 	si := f.launch("x")
 	p := <-procs
@@ -575,17 +576,21 @@ func TestGuardFromAgentInfo(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		info    agents.Info
-		exe     string
+		hooked  bool
 		guarded bool
 		note    string
 	}{
-		{"terminal program", agents.Info{ID: "fake", Installed: true}, "/bin/reeve", false, "terminal programs"},
-		{"no hook program", agents.Info{ID: "fake", Installed: true, Structured: true}, "", false, "own permission bypass"},
-		{"every tool", agents.Info{ID: "fake", Installed: true, Structured: true}, "/bin/reeve", true, "each tool use passes"},
-		{"adapter's scope", agents.Info{ID: "fake", Installed: true, Structured: true, Governance: "only shell commands reach the hook"}, "/bin/reeve", true, "governed: only shell commands reach the hook"},
+		{"terminal program", agents.Info{ID: "fake", Installed: true}, true, false, "terminal programs"},
+		{"no hook program", agents.Info{ID: "fake", Installed: true, Structured: true}, false, false, "own permission bypass"},
+		{"every tool", agents.Info{ID: "fake", Installed: true, Structured: true}, true, true, "each tool use passes"},
+		{"adapter's scope", agents.Info{ID: "fake", Installed: true, Structured: true, Governance: "only shell commands reach the hook"}, true, true, "governed: only shell commands reach the hook"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t, func(o *runtime.ManagerOptions) { o.Executable = c.exe })
+			f := newFixture(t, func(o *runtime.ManagerOptions) {
+				if c.hooked {
+					o.HookProgram = hookProgram(t)
+				}
+			})
 			f.agent.DescribeFunc = func(context.Context) agents.Info { return c.info }
 			si := f.launch("p")
 			mf := f.manifest(si.ID)
@@ -739,5 +744,49 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// hookProgram installs a stand-in hook program into a temporary home.
+func hookProgram(t *testing.T) hookprog.Program {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "reeve")
+	os.WriteFile(src, []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	p, err := hookprog.InstallFrom(t.TempDir(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Break 1 of issue 10: the hook program disappears (or is replaced) under
+// a running daemon. A governed session then refuses to start, saying why,
+// instead of running an agent whose hooks cannot answer.
+func TestGovernedLaunchRefusedWithoutHookProgram(t *testing.T) {
+	for _, damage := range []string{"removed", "replaced"} {
+		t.Run(damage, func(t *testing.T) {
+			prog := hookProgram(t)
+			f := newFixture(t, func(o *runtime.ManagerOptions) { o.HookProgram = prog })
+			f.agent.DescribeFunc = func(context.Context) agents.Info {
+				return agents.Info{ID: "fake", Installed: true, Structured: true}
+			}
+			started := 0
+			f.agent.StartTurnFunc = func(context.Context, agents.Turn, agents.Emit) (agents.Process, error) {
+				started++
+				return nil, errors.New("must not start")
+			}
+			if damage == "removed" {
+				os.Remove(prog.Path)
+			} else {
+				os.WriteFile(prog.Path, []byte("#!/bin/sh\necho allow\n"), 0o700)
+			}
+			_, err := f.mgr.Launch(f.ctx, wire.LaunchRequest{Directory: f.dir.Path, Prompt: "p"})
+			if code(err) != wire.CodeLaunchFailed || !strings.Contains(err.Error(), "decision channel is not working") {
+				t.Fatalf("launch: %v", err)
+			}
+			if started != 0 {
+				t.Fatal("the agent started without a working hook program")
+			}
+		})
 	}
 }

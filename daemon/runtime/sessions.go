@@ -22,6 +22,7 @@ import (
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/daemon/worktree"
 	"reeve.dev/reeve/hookbridge"
+	"reeve.dev/reeve/hookbridge/hookprog"
 	"reeve.dev/reeve/hookbridge/policy"
 	"reeve.dev/reeve/internal/atomicfile"
 )
@@ -63,9 +64,11 @@ type ManagerOptions struct {
 	// HookTimeout is how long a permission request waits for a human
 	// before it is denied; default 10 minutes.
 	HookTimeout time.Duration
-	// Executable is the reeve binary that agents' hooks run; "" leaves
-	// structured agents unguarded.
-	Executable string
+	// HookProgram is the copy of the reeve binary that agents' hooks run
+	// (hookbridge/hookprog), checked by digest before every governed
+	// turn; a zero value leaves structured agents unguarded (the worker
+	// always installs one, or does not start).
+	HookProgram hookprog.Program
 	// Policy evaluates a tool use by the policy of the source a session
 	// started with; nil means no policy (tests).
 	Policy func(src policy.Source, req policy.Request) hookbridge.PolicyVerdict
@@ -192,7 +195,7 @@ func (m *Manager) launch(ctx context.Context, req wire.LaunchRequest, from *retr
 		Directory: dir.Path, Workdir: dir.Path, Resumable: info.Resumable, Approvals: []wire.Approval{},
 		PermissionMode: mode,
 	}
-	manifest.Guarded, manifest.GuardNote = guardOf(info, m.opts.Executable != "")
+	manifest.Guarded, manifest.GuardNote = guardOf(info, m.opts.HookProgram.Path != "")
 	if src := policy.SourceOf(dir.Path); src.Required {
 		manifest.PolicyFile = filepath.Join(dir.Path, policy.Dir, policy.File)
 	}
@@ -337,10 +340,14 @@ func (m *Manager) startTurn(sessionID string, tp turnParams) error {
 		}
 	}
 	extra, env := m.sessionContext(ctx, sessionID, stateDir, tp.workdir, tp.prompt, tp.resume == "")
-	proc, err := tp.adapter.StartTurn(ctx, agents.Turn{
-		SessionID: sessionID, Prompt: tp.prompt, Model: tp.model, Dir: tp.workdir, StateDir: stateDir,
-		Env: env, Resume: tp.resume, Hook: m.hookFor(sessionID), Context: extra,
-	}, emit)
+	hook, err := m.verifiedHook(sessionID)
+	var proc agents.Process
+	if err == nil {
+		proc, err = tp.adapter.StartTurn(ctx, agents.Turn{
+			SessionID: sessionID, Prompt: tp.prompt, Model: tp.model, Dir: tp.workdir, StateDir: stateDir,
+			Env: env, Resume: tp.resume, Hook: hook, Context: extra,
+		}, emit)
+	}
 	if err != nil {
 		reason := fmt.Sprintf("agent %s could not start: %v", tp.adapter.ID(), err)
 		m.endTurn(sessionID, store.StatusFailed, reason, agents.TurnResult{})
