@@ -129,6 +129,7 @@ func NewRootCmd(env *Env) *cobra.Command {
 		newGuardCmd(env),
 		newServerCmd(env),
 		newRelayCmd(env),
+		newServiceCmd(env),
 	)
 	root.AddCommand(newContextCmd(env)) // reeve context ... (context*.go)
 	root.AddCommand(newPairCmd(env))    // reeve pair, pair anchor, pair rotate-token (pair.go)
