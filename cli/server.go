@@ -75,7 +75,7 @@ func newServerCmd(env *Env) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&opts.listen, "listen", defaultServerListen, "address to listen on (host:port)")
 	f.StringVar(&opts.dataDir, "data-dir", "", "data directory (default "+serverDataDir(env)+")")
-	f.StringVar(&opts.databaseURL, "database-url", "", "database URL (default: sqlite file in the data directory; sqlite:PATH)")
+	f.StringVar(&opts.databaseURL, "database-url", "", "database URL: postgres://USER@HOST:PORT/DB for PostgreSQL (several replicas), or sqlite:PATH (default: a sqlite file in the data directory)")
 	f.StringVar(&opts.publicURL, "public-url", "", "public origin of the API (default http://<listen address>)")
 	f.StringVar(&opts.appURL, "app-url", "", "browser app URL advertised to clients (default: the server's origin)")
 	f.StringVar(&opts.relayURL, "relay-url", "", "relay URL advertised to clients (default: the server's origin)")

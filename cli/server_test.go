@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/store/storetest"
 )
 
 func testEnv() (*Env, *bytes.Buffer, *bytes.Buffer) {
@@ -20,9 +21,19 @@ func testEnv() (*Env, *bytes.Buffer, *bytes.Buffer) {
 }
 
 func TestServerTokenCreatePrintsAUsableToken(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "data")
+	t.Run("sqlite", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "data")
+		testServerTokenCreate(t, []string{"--data-dir", dir}, serverOptions{dataDir: dir})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		u := storetest.PostgresURL(t)
+		testServerTokenCreate(t, []string{"--database-url", u}, serverOptions{databaseURL: u})
+	})
+}
+
+func testServerTokenCreate(t *testing.T, db []string, so serverOptions) {
 	env, out, _ := testEnv()
-	if code := Execute(context.Background(), env, []string{"server", "token", "create", "--data-dir", dir, "--user", "ops@example.com", "--json"}); code != ExitOK {
+	if code := Execute(context.Background(), env, append([]string{"server", "token", "create", "--user", "ops@example.com", "--json"}, db...)); code != ExitOK {
 		t.Fatalf("exit %d", code)
 	}
 	var info serverTokenInfo
@@ -34,7 +45,7 @@ func TestServerTokenCreatePrintsAUsableToken(t *testing.T) {
 	}
 	// A second token for the same user makes no new workspace.
 	env2, out2, _ := testEnv()
-	if code := Execute(context.Background(), env2, []string{"server", "token", "create", "--data-dir", dir, "--user", "ops@example.com"}); code != ExitOK {
+	if code := Execute(context.Background(), env2, append([]string{"server", "token", "create", "--user", "ops@example.com"}, db...)); code != ExitOK {
 		t.Fatalf("exit %d", code)
 	}
 	second := strings.TrimSpace(out2.String())
@@ -50,7 +61,8 @@ func TestServerTokenCreatePrintsAUsableToken(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- runServer(ctx, &serverOptions{env: senv, listen: "127.0.0.1:0", dataDir: dir, ready: func(u string) { ready <- u }})
+		so.env, so.listen, so.ready = senv, "127.0.0.1:0", func(u string) { ready <- u }
+		done <- runServer(ctx, &so)
 	}()
 	url := <-ready
 	for _, tok := range []string{info.Token, second} {
@@ -126,7 +138,21 @@ func TestServerBadFlagsAreUsageErrors(t *testing.T) {
 	if code := Execute(context.Background(), env, []string{"server", "--listen", "nonsense"}); code != ExitUsage {
 		t.Fatalf("bad --listen: exit %d", code)
 	}
-	if code := Execute(context.Background(), env, []string{"server", "--database-url", "postgres://x/y", "--listen", "127.0.0.1:0"}); code != ExitUsage {
-		t.Fatalf("postgres url: exit %d", code)
+	if code := Execute(context.Background(), env, []string{"server", "--database-url", "mysql://x/y", "--listen", "127.0.0.1:0"}); code != ExitUsage {
+		t.Fatalf("mysql url: exit %d", code)
+	}
+}
+
+// An unreachable database at start is a clear error and an exit, not a
+// hang or a crash loop.
+func TestServerUnreachableDatabaseExits(t *testing.T) {
+	env, _, errb := testEnv()
+	start := time.Now()
+	code := Execute(context.Background(), env, []string{"server", "--database-url", "postgres://reeve@127.0.0.1:1/reeve?connect_timeout=5", "--listen", "127.0.0.1:0"})
+	if code != ExitFailure || !strings.Contains(errb.String(), "cannot reach the database at 127.0.0.1:1/reeve") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	if time.Since(start) > 60*time.Second {
+		t.Fatalf("took %v to give up", time.Since(start))
 	}
 }

@@ -12,7 +12,7 @@ import (
 // The SQL of the context vault: portable (placeholders "?", ON CONFLICT,
 // RETURNING), so it runs unchanged on SQLite and PostgreSQL.
 
-var _ ContextVaults = (*SQLite)(nil)
+var _ ContextVaults = (*DB)(nil)
 
 const cvSourceCols = `id, workspace_id, kind, name, description, use_when, update_when, repo_url, provider, branch, head_commit, sync_state, epoch, head_seq, rotation_requested_at, state, created_by, created_at, updated_at`
 
@@ -28,8 +28,8 @@ func scanCVSource(sc scanner) (ContextSource, error) {
 	return s, nil
 }
 
-func (s *SQLite) CreateContextSource(ctx context.Context, src ContextSource, owner int64, audit AuditEntry) error {
-	return s.exec(ctx, func(tx *sql.Tx) error {
+func (s *DB) CreateContextSource(ctx context.Context, src ContextSource, owner int64, audit AuditEntry) error {
+	return s.exec(ctx, func(tx *Tx) error {
 		var n int
 		if err := tx.QueryRow(`SELECT count(*) FROM cv_sources WHERE workspace_id = ? AND name = ?`, src.WorkspaceID, src.Name).Scan(&n); err != nil {
 			return err
@@ -54,17 +54,17 @@ func (s *SQLite) CreateContextSource(ctx context.Context, src ContextSource, own
 	})
 }
 
-func (s *SQLite) ContextSource(ctx context.Context, workspaceID, id string) (ContextSource, error) {
+func (s *DB) ContextSource(ctx context.Context, workspaceID, id string) (ContextSource, error) {
 	src, err := scanCVSource(s.queryRow(ctx, `SELECT `+cvSourceCols+` FROM cv_sources WHERE workspace_id = ? AND id = ?`, workspaceID, id))
 	return src, notFound(err)
 }
 
-func (s *SQLite) ContextSourceByName(ctx context.Context, workspaceID, name string) (ContextSource, error) {
+func (s *DB) ContextSourceByName(ctx context.Context, workspaceID, name string) (ContextSource, error) {
 	src, err := scanCVSource(s.queryRow(ctx, `SELECT `+cvSourceCols+` FROM cv_sources WHERE workspace_id = ? AND name = ?`, workspaceID, name))
 	return src, notFound(err)
 }
 
-func (s *SQLite) ContextSources(ctx context.Context, workspaceID string) ([]ContextSource, error) {
+func (s *DB) ContextSources(ctx context.Context, workspaceID string) ([]ContextSource, error) {
 	rows, err := s.query(ctx, `SELECT `+cvSourceCols+` FROM cv_sources WHERE workspace_id = ? ORDER BY id`, workspaceID)
 	if err != nil {
 		return nil, fmt.Errorf("list context sources: %w", err)
@@ -72,9 +72,9 @@ func (s *SQLite) ContextSources(ctx context.Context, workspaceID string) ([]Cont
 	return collect(rows, scanCVSource)
 }
 
-func (s *SQLite) UpdateContextSource(ctx context.Context, workspaceID, id string, fn func(*ContextSource) error, audit AuditEntry) (ContextSource, error) {
+func (s *DB) UpdateContextSource(ctx context.Context, workspaceID, id string, fn func(*ContextSource) error, audit AuditEntry) (ContextSource, error) {
 	var out ContextSource
-	err := s.exec(ctx, func(tx *sql.Tx) error {
+	err := s.exec(ctx, func(tx *Tx) error {
 		src, err := scanCVSource(tx.QueryRow(`SELECT `+cvSourceCols+` FROM cv_sources WHERE workspace_id = ? AND id = ?`, workspaceID, id))
 		if err != nil {
 			return notFound(err)
@@ -115,7 +115,7 @@ func scanCVMember(sc scanner) (ContextMember, error) {
 	return m, nil
 }
 
-func (s *SQLite) ContextMembers(ctx context.Context, sourceID string) ([]ContextMember, error) {
+func (s *DB) ContextMembers(ctx context.Context, sourceID string) ([]ContextMember, error) {
 	rows, err := s.query(ctx, `SELECT source_id, user_id, role, state, added_by, added_at, removed_at FROM cv_members WHERE source_id = ? ORDER BY user_id`, sourceID)
 	if err != nil {
 		return nil, fmt.Errorf("list context members: %w", err)
@@ -123,8 +123,8 @@ func (s *SQLite) ContextMembers(ctx context.Context, sourceID string) ([]Context
 	return collect(rows, scanCVMember)
 }
 
-func (s *SQLite) PutContextMember(ctx context.Context, m ContextMember, audit AuditEntry) error {
-	return s.exec(ctx, func(tx *sql.Tx) error {
+func (s *DB) PutContextMember(ctx context.Context, m ContextMember, audit AuditEntry) error {
+	return s.exec(ctx, func(tx *Tx) error {
 		_, err := tx.Exec(`INSERT INTO cv_members (source_id, user_id, role, state, added_by, added_at, removed_at) VALUES (?,?,?,?,?,?,NULL)
 			ON CONFLICT (source_id, user_id) DO UPDATE SET role = excluded.role, state = excluded.state, added_by = excluded.added_by, added_at = excluded.added_at, removed_at = NULL`,
 			m.SourceID, m.UserID, m.Role, "active", m.AddedBy, ts(m.AddedAt))
@@ -135,8 +135,8 @@ func (s *SQLite) PutContextMember(ctx context.Context, m ContextMember, audit Au
 	})
 }
 
-func (s *SQLite) RemoveContextMember(ctx context.Context, workspaceID, sourceID string, userID int64, rev ContextRevocation, audit AuditEntry) error {
-	return s.exec(ctx, func(tx *sql.Tx) error {
+func (s *DB) RemoveContextMember(ctx context.Context, workspaceID, sourceID string, userID int64, rev ContextRevocation, audit AuditEntry) error {
+	return s.exec(ctx, func(tx *Tx) error {
 		var role string
 		if err := tx.QueryRow(`SELECT role FROM cv_members WHERE source_id = ? AND user_id = ? AND state = 'active'`, sourceID, userID).Scan(&role); err != nil {
 			return notFound(err)
@@ -160,7 +160,7 @@ func (s *SQLite) RemoveContextMember(ctx context.Context, workspaceID, sourceID 
 	})
 }
 
-func insertCVRevocation(tx *sql.Tx, r ContextRevocation) error {
+func insertCVRevocation(tx *Tx, r ContextRevocation) error {
 	if r.ID == "" {
 		r.ID = newID()
 	}
@@ -187,11 +187,11 @@ func scanCVDevice(sc scanner) (ContextDevice, error) {
 	return d, nil
 }
 
-func (s *SQLite) CreateContextDevice(ctx context.Context, d *ContextDevice, audit AuditEntry) error {
+func (s *DB) CreateContextDevice(ctx context.Context, d *ContextDevice, audit AuditEntry) error {
 	if d.ID == "" {
 		d.ID = newID()
 	}
-	return s.exec(ctx, func(tx *sql.Tx) error {
+	return s.exec(ctx, func(tx *Tx) error {
 		var n int
 		if err := tx.QueryRow(`SELECT count(*) FROM cv_devices WHERE workspace_id = ? AND recipient = ?`, d.WorkspaceID, d.Recipient).Scan(&n); err != nil {
 			return err
@@ -228,22 +228,22 @@ func (s *SQLite) CreateContextDevice(ctx context.Context, d *ContextDevice, audi
 	})
 }
 
-func (s *SQLite) ContextDevice(ctx context.Context, workspaceID, id string) (ContextDevice, error) {
+func (s *DB) ContextDevice(ctx context.Context, workspaceID, id string) (ContextDevice, error) {
 	d, err := scanCVDevice(s.queryRow(ctx, `SELECT `+cvDeviceCols+` FROM cv_devices WHERE workspace_id = ? AND id = ?`, workspaceID, id))
 	return d, notFound(err)
 }
 
-func (s *SQLite) ContextDeviceByInstall(ctx context.Context, workspaceID, installID string) (ContextDevice, error) {
+func (s *DB) ContextDeviceByInstall(ctx context.Context, workspaceID, installID string) (ContextDevice, error) {
 	d, err := scanCVDevice(s.queryRow(ctx, `SELECT `+cvDeviceCols+` FROM cv_devices WHERE workspace_id = ? AND install_id = ? AND state != 'revoked'`, workspaceID, installID))
 	return d, notFound(err)
 }
 
-func (s *SQLite) ContextDeviceByRecipient(ctx context.Context, workspaceID, recipient string) (ContextDevice, error) {
+func (s *DB) ContextDeviceByRecipient(ctx context.Context, workspaceID, recipient string) (ContextDevice, error) {
 	d, err := scanCVDevice(s.queryRow(ctx, `SELECT `+cvDeviceCols+` FROM cv_devices WHERE workspace_id = ? AND recipient = ?`, workspaceID, recipient))
 	return d, notFound(err)
 }
 
-func (s *SQLite) ContextDevices(ctx context.Context, workspaceID string) ([]ContextDevice, error) {
+func (s *DB) ContextDevices(ctx context.Context, workspaceID string) ([]ContextDevice, error) {
 	rows, err := s.query(ctx, `SELECT `+cvDeviceCols+` FROM cv_devices WHERE workspace_id = ? ORDER BY id`, workspaceID)
 	if err != nil {
 		return nil, fmt.Errorf("list context devices: %w", err)
@@ -251,9 +251,9 @@ func (s *SQLite) ContextDevices(ctx context.Context, workspaceID string) ([]Cont
 	return collect(rows, scanCVDevice)
 }
 
-func (s *SQLite) UpdateContextDevice(ctx context.Context, workspaceID, id string, fn func(*ContextDevice) error, keys []ContextKey, audit AuditEntry) (ContextDevice, error) {
+func (s *DB) UpdateContextDevice(ctx context.Context, workspaceID, id string, fn func(*ContextDevice) error, keys []ContextKey, audit AuditEntry) (ContextDevice, error) {
 	var out ContextDevice
-	err := s.exec(ctx, func(tx *sql.Tx) error {
+	err := s.exec(ctx, func(tx *Tx) error {
 		d, err := scanCVDevice(tx.QueryRow(`SELECT `+cvDeviceCols+` FROM cv_devices WHERE workspace_id = ? AND id = ?`, workspaceID, id))
 		if err != nil {
 			return notFound(err)
@@ -274,8 +274,8 @@ func (s *SQLite) UpdateContextDevice(ctx context.Context, workspaceID, id string
 	return out, err
 }
 
-func (s *SQLite) RevokeContextDevice(ctx context.Context, workspaceID, id string, rev ContextRevocation, audit AuditEntry) error {
-	return s.exec(ctx, func(tx *sql.Tx) error {
+func (s *DB) RevokeContextDevice(ctx context.Context, workspaceID, id string, rev ContextRevocation, audit AuditEntry) error {
+	return s.exec(ctx, func(tx *Tx) error {
 		res, err := tx.Exec(`UPDATE cv_devices SET state = 'revoked', revoked_at = ?, updated_at = ? WHERE workspace_id = ? AND id = ? AND state != 'revoked'`, ts(rev.RevokedAt), ts(rev.RevokedAt), workspaceID, id)
 		if err != nil {
 			return err
@@ -290,9 +290,9 @@ func (s *SQLite) RevokeContextDevice(ctx context.Context, workspaceID, id string
 	})
 }
 
-func (s *SQLite) RebindContextDevice(ctx context.Context, workspaceID, deviceID, installID string, audit AuditEntry) (ContextDevice, error) {
+func (s *DB) RebindContextDevice(ctx context.Context, workspaceID, deviceID, installID string, audit AuditEntry) (ContextDevice, error) {
 	var out ContextDevice
-	err := s.exec(ctx, func(tx *sql.Tx) error {
+	err := s.exec(ctx, func(tx *Tx) error {
 		var n int
 		if err := tx.QueryRow(`SELECT count(*) FROM cv_devices WHERE workspace_id = ? AND install_id = ? AND state != 'revoked' AND id != ?`, workspaceID, installID, deviceID).Scan(&n); err != nil {
 			return err
@@ -333,7 +333,7 @@ func scanCVKey(sc scanner) (ContextKey, error) {
 }
 
 // insertCVKeys adds wraps that are not there yet and returns those added.
-func insertCVKeys(tx *sql.Tx, keys []ContextKey) ([]ContextKey, error) {
+func insertCVKeys(tx *Tx, keys []ContextKey) ([]ContextKey, error) {
 	var added []ContextKey
 	for _, k := range keys {
 		res, err := tx.Exec(`INSERT INTO cv_keys (`+cvKeyCols+`) VALUES (?,?,?,?,?,?,?,NULL) ON CONFLICT (source_id, epoch, device_id) DO NOTHING`,
@@ -349,7 +349,7 @@ func insertCVKeys(tx *sql.Tx, keys []ContextKey) ([]ContextKey, error) {
 	return added, nil
 }
 
-func (s *SQLite) ContextKeysOf(ctx context.Context, workspaceID, deviceID string) ([]ContextKey, error) {
+func (s *DB) ContextKeysOf(ctx context.Context, workspaceID, deviceID string) ([]ContextKey, error) {
 	rows, err := s.query(ctx, `SELECT k.source_id, k.epoch, k.device_id, k.wrapped, k.wrapped_by, k.state, k.created_at, k.materialized_at
 		FROM cv_keys k JOIN cv_sources s ON s.id = k.source_id WHERE s.workspace_id = ? AND k.device_id = ? ORDER BY k.source_id, k.epoch`, workspaceID, deviceID)
 	if err != nil {
@@ -373,13 +373,13 @@ func eligibleIn(q func(string, ...any) (*sql.Rows, error), workspaceID, sourceID
 	return collect(rows, scanCVDevice)
 }
 
-func (s *SQLite) EligibleContextDevices(ctx context.Context, workspaceID, sourceID string) ([]ContextDevice, error) {
+func (s *DB) EligibleContextDevices(ctx context.Context, workspaceID, sourceID string) ([]ContextDevice, error) {
 	return eligibleIn(func(q string, a ...any) (*sql.Rows, error) { return s.query(ctx, q, a...) }, workspaceID, sourceID)
 }
 
-func (s *SQLite) EmitContextKeys(ctx context.Context, workspaceID, sourceID string, keys []ContextKey, check func([]ContextDevice) error, audit AuditEntry) ([]ContextKey, error) {
+func (s *DB) EmitContextKeys(ctx context.Context, workspaceID, sourceID string, keys []ContextKey, check func([]ContextDevice) error, audit AuditEntry) ([]ContextKey, error) {
 	var added []ContextKey
-	err := s.exec(ctx, func(tx *sql.Tx) error {
+	err := s.exec(ctx, func(tx *Tx) error {
 		el, err := eligibleIn(tx.Query, workspaceID, sourceID)
 		if err != nil {
 			return err
@@ -398,9 +398,9 @@ func (s *SQLite) EmitContextKeys(ctx context.Context, workspaceID, sourceID stri
 	return added, err
 }
 
-func (s *SQLite) MaterializeContextKeys(ctx context.Context, deviceID string, refs []ContextKey, now time.Time) ([]ContextKey, error) {
+func (s *DB) MaterializeContextKeys(ctx context.Context, deviceID string, refs []ContextKey, now time.Time) ([]ContextKey, error) {
 	var out []ContextKey
-	err := s.exec(ctx, func(tx *sql.Tx) error {
+	err := s.exec(ctx, func(tx *Tx) error {
 		out = nil
 		for _, r := range refs {
 			if _, err := tx.Exec(`UPDATE cv_keys SET state = 'materialized', materialized_at = ? WHERE source_id = ? AND epoch = ? AND device_id = ? AND state = 'emitted'`, ts(now), r.SourceID, r.Epoch, deviceID); err != nil {
@@ -417,7 +417,7 @@ func (s *SQLite) MaterializeContextKeys(ctx context.Context, deviceID string, re
 	return out, err
 }
 
-func (s *SQLite) ContextObligations(ctx context.Context, workspaceID, deviceID string) ([]ContextObligation, error) {
+func (s *DB) ContextObligations(ctx context.Context, workspaceID, deviceID string) ([]ContextObligation, error) {
 	// For every key the device holds of a source it is still eligible for,
 	// the eligible devices without that key.
 	rows, err := s.query(ctx, `SELECT k.source_id, k.epoch, d.id, d.workspace_id, d.user_id, d.install_id, d.name, d.recipient, d.signing_key, d.fingerprint, d.state, d.approved_by, d.created_at, d.updated_at, d.revoked_at
@@ -447,7 +447,7 @@ func (s *SQLite) ContextObligations(ctx context.Context, workspaceID, deviceID s
 	})
 }
 
-func (s *SQLite) ContextHolders(ctx context.Context, workspaceID, deviceID string) ([]ContextHolder, error) {
+func (s *DB) ContextHolders(ctx context.Context, workspaceID, deviceID string) ([]ContextHolder, error) {
 	// Devices with the current epoch key of a source the caller is
 	// eligible for, that are not eligible themselves.
 	rows, err := s.query(ctx, `SELECT s.id, s.epoch, d.id, d.workspace_id, d.user_id, d.install_id, d.name, d.recipient, d.signing_key, d.fingerprint, d.state, d.approved_by, d.created_at, d.updated_at, d.revoked_at
@@ -479,8 +479,8 @@ func (s *SQLite) ContextHolders(ctx context.Context, workspaceID, deviceID strin
 
 // ---- epochs ----
 
-func (s *SQLite) PublishContextEpoch(ctx context.Context, workspaceID string, e ContextEpoch, keys []ContextKey, check func([]ContextDevice) error, audit AuditEntry) error {
-	return s.exec(ctx, func(tx *sql.Tx) error {
+func (s *DB) PublishContextEpoch(ctx context.Context, workspaceID string, e ContextEpoch, keys []ContextKey, check func([]ContextDevice) error, audit AuditEntry) error {
+	return s.exec(ctx, func(tx *Tx) error {
 		// The conditional update is the lock: of two devices publishing the
 		// same epoch, one changes the row and the other finds it changed.
 		res, err := tx.Exec(`UPDATE cv_sources SET epoch = ?, rotation_requested_at = NULL, updated_at = ? WHERE workspace_id = ? AND id = ? AND epoch = ? AND kind = 'vault'`,
@@ -512,7 +512,7 @@ func (s *SQLite) PublishContextEpoch(ctx context.Context, workspaceID string, e 
 	})
 }
 
-func (s *SQLite) ContextEpochs(ctx context.Context, workspaceID string) ([]ContextEpoch, error) {
+func (s *DB) ContextEpochs(ctx context.Context, workspaceID string) ([]ContextEpoch, error) {
 	rows, err := s.query(ctx, `SELECT e.source_id, e.epoch, e.created_by, e.reason, e.created_at,
 		(SELECT count(*) FROM cv_keys k WHERE k.source_id = e.source_id AND k.epoch = e.epoch)
 		FROM cv_epochs e JOIN cv_sources s ON s.id = e.source_id WHERE s.workspace_id = ? ORDER BY e.source_id, e.epoch`, workspaceID)
@@ -540,10 +540,10 @@ func scanCVEvent(sc scanner) (ContextEvent, error) {
 	return e, err
 }
 
-func (s *SQLite) AppendContextEvents(ctx context.Context, workspaceID, sourceID string, events []ContextEvent, check func(ContextSource) error) ([]ContextPushResult, int64, error) {
+func (s *DB) AppendContextEvents(ctx context.Context, workspaceID, sourceID string, events []ContextEvent, check func(ContextSource) error) ([]ContextPushResult, int64, error) {
 	var results []ContextPushResult
 	var head int64
-	err := s.exec(ctx, func(tx *sql.Tx) error {
+	err := s.exec(ctx, func(tx *Tx) error {
 		results = results[:0]
 		// Touching the row first takes its lock (PostgreSQL), so the
 		// numbering below is in commit order.
@@ -603,7 +603,7 @@ func (s *SQLite) AppendContextEvents(ctx context.Context, workspaceID, sourceID 
 	return results, head, err
 }
 
-func (s *SQLite) ContextEvents(ctx context.Context, sourceID string, afterSeq int64, limit int) ([]ContextEvent, error) {
+func (s *DB) ContextEvents(ctx context.Context, sourceID string, afterSeq int64, limit int) ([]ContextEvent, error) {
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
@@ -614,7 +614,7 @@ func (s *SQLite) ContextEvents(ctx context.Context, sourceID string, afterSeq in
 	return collect(rows, scanCVEvent)
 }
 
-func (s *SQLite) ContextEvent(ctx context.Context, sourceID, eventID string) (ContextEvent, error) {
+func (s *DB) ContextEvent(ctx context.Context, sourceID, eventID string) (ContextEvent, error) {
 	e, err := scanCVEvent(s.queryRow(ctx, `SELECT `+cvEventCols+` FROM cv_events WHERE source_id = ? AND event_id = ?`, sourceID, eventID))
 	return e, notFound(err)
 }
@@ -649,8 +649,8 @@ func orEmpty(s []string) []string {
 	return s
 }
 
-func (s *SQLite) CreateContextProposal(ctx context.Context, p ContextProposal, audit AuditEntry) error {
-	return s.exec(ctx, func(tx *sql.Tx) error {
+func (s *DB) CreateContextProposal(ctx context.Context, p ContextProposal, audit AuditEntry) error {
+	return s.exec(ctx, func(tx *Tx) error {
 		if _, err := tx.Exec(`INSERT INTO cv_proposals (`+cvProposalCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, proposalArgs(p)...); err != nil {
 			return fmt.Errorf("create proposal: %w", err)
 		}
@@ -658,12 +658,12 @@ func (s *SQLite) CreateContextProposal(ctx context.Context, p ContextProposal, a
 	})
 }
 
-func (s *SQLite) ContextProposal(ctx context.Context, workspaceID, id string) (ContextProposal, error) {
+func (s *DB) ContextProposal(ctx context.Context, workspaceID, id string) (ContextProposal, error) {
 	p, err := scanCVProposal(s.queryRow(ctx, `SELECT `+cvProposalCols+` FROM cv_proposals WHERE workspace_id = ? AND id = ?`, workspaceID, id))
 	return p, notFound(err)
 }
 
-func (s *SQLite) ContextProposals(ctx context.Context, workspaceID, state string) ([]ContextProposal, error) {
+func (s *DB) ContextProposals(ctx context.Context, workspaceID, state string) ([]ContextProposal, error) {
 	q := `SELECT ` + cvProposalCols + ` FROM cv_proposals WHERE workspace_id = ?`
 	args := []any{workspaceID}
 	if state != "" {
@@ -677,9 +677,9 @@ func (s *SQLite) ContextProposals(ctx context.Context, workspaceID, state string
 	return collect(rows, scanCVProposal)
 }
 
-func (s *SQLite) UpdateContextProposal(ctx context.Context, workspaceID, id string, fn func(*ContextProposal) error, audit AuditEntry) (ContextProposal, error) {
+func (s *DB) UpdateContextProposal(ctx context.Context, workspaceID, id string, fn func(*ContextProposal) error, audit AuditEntry) (ContextProposal, error) {
 	var out ContextProposal
-	err := s.exec(ctx, func(tx *sql.Tx) error {
+	err := s.exec(ctx, func(tx *Tx) error {
 		p, err := scanCVProposal(tx.QueryRow(`SELECT `+cvProposalCols+` FROM cv_proposals WHERE workspace_id = ? AND id = ?`, workspaceID, id))
 		if err != nil {
 			return notFound(err)
@@ -698,8 +698,8 @@ func (s *SQLite) UpdateContextProposal(ctx context.Context, workspaceID, id stri
 	return out, err
 }
 
-func (s *SQLite) CreateContextProof(ctx context.Context, p ContextProof, fn func() error, audit AuditEntry) error {
-	return s.exec(ctx, func(tx *sql.Tx) error {
+func (s *DB) CreateContextProof(ctx context.Context, p ContextProof, fn func() error, audit AuditEntry) error {
+	return s.exec(ctx, func(tx *Tx) error {
 		if _, err := tx.Exec(`INSERT INTO cv_proofs (id, workspace_id, proposal_id, source_id, candidate_digest, base_seq, device_id, mac, issued_at) VALUES (?,?,?,?,?,?,?,?,?)`,
 			p.ID, p.WorkspaceID, p.ProposalID, p.SourceID, p.CandidateDigest, p.BaseSeq, p.DeviceID, p.MAC, ts(p.IssuedAt)); err != nil {
 			return fmt.Errorf("create proof: %w", err)
@@ -719,7 +719,7 @@ func (s *SQLite) CreateContextProof(ctx context.Context, p ContextProof, fn func
 	})
 }
 
-func (s *SQLite) ContextProof(ctx context.Context, workspaceID, id string) (ContextProof, error) {
+func (s *DB) ContextProof(ctx context.Context, workspaceID, id string) (ContextProof, error) {
 	var p ContextProof
 	var c string
 	err := s.queryRow(ctx, `SELECT id, workspace_id, proposal_id, source_id, candidate_digest, base_seq, device_id, mac, issued_at FROM cv_proofs WHERE workspace_id = ? AND id = ?`, workspaceID, id).
@@ -730,8 +730,8 @@ func (s *SQLite) ContextProof(ctx context.Context, workspaceID, id string) (Cont
 
 // ---- backups ----
 
-func (s *SQLite) PutContextBackup(ctx context.Context, b *ContextBackup, audit AuditEntry) error {
-	return s.exec(ctx, func(tx *sql.Tx) error {
+func (s *DB) PutContextBackup(ctx context.Context, b *ContextBackup, audit AuditEntry) error {
+	return s.exec(ctx, func(tx *Tx) error {
 		var gen int64
 		err := tx.QueryRow(`SELECT generation FROM cv_backups WHERE workspace_id = ? AND device_id = ?`, b.WorkspaceID, b.DeviceID).Scan(&gen)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -747,7 +747,7 @@ func (s *SQLite) PutContextBackup(ctx context.Context, b *ContextBackup, audit A
 	})
 }
 
-func (s *SQLite) ContextBackups(ctx context.Context, workspaceID string, userID int64) ([]ContextBackup, error) {
+func (s *DB) ContextBackups(ctx context.Context, workspaceID string, userID int64) ([]ContextBackup, error) {
 	rows, err := s.query(ctx, `SELECT workspace_id, device_id, user_id, sealed, generation, created_at FROM cv_backups WHERE workspace_id = ? AND user_id = ? ORDER BY created_at DESC, device_id`, workspaceID, userID)
 	if err != nil {
 		return nil, fmt.Errorf("list backups: %w", err)
@@ -763,9 +763,9 @@ func (s *SQLite) ContextBackups(ctx context.Context, workspaceID string, userID 
 
 // ---- working sets ----
 
-func (s *SQLite) PutContextWorkingSet(ctx context.Context, w ContextWorkingSet) error {
+func (s *DB) PutContextWorkingSet(ctx context.Context, w ContextWorkingSet) error {
 	ids, _ := json.Marshal(orEmpty(w.SourceIDs))
-	return s.exec(ctx, func(tx *sql.Tx) error {
+	return s.exec(ctx, func(tx *Tx) error {
 		_, err := tx.Exec(`INSERT INTO cv_working_sets (workspace_id, session_id, task, source_ids, composed_at) VALUES (?,?,?,?,?)
 			ON CONFLICT (workspace_id, session_id) DO UPDATE SET task = excluded.task, source_ids = excluded.source_ids, composed_at = excluded.composed_at`,
 			w.WorkspaceID, w.SessionID, w.Task, string(ids), ts(w.ComposedAt))
@@ -773,7 +773,7 @@ func (s *SQLite) PutContextWorkingSet(ctx context.Context, w ContextWorkingSet) 
 	})
 }
 
-func (s *SQLite) ContextWorkingSet(ctx context.Context, workspaceID, sessionID string) (ContextWorkingSet, error) {
+func (s *DB) ContextWorkingSet(ctx context.Context, workspaceID, sessionID string) (ContextWorkingSet, error) {
 	var w ContextWorkingSet
 	var ids, c string
 	err := s.queryRow(ctx, `SELECT workspace_id, session_id, task, source_ids, composed_at FROM cv_working_sets WHERE workspace_id = ? AND session_id = ?`, workspaceID, sessionID).

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -26,11 +25,9 @@ type cvFix struct {
 	t          *testing.T
 }
 
-func newCVFix(t *testing.T) *cvFix {
+func newCVFix(t *testing.T, e engine) *cvFix {
 	t.Helper()
-	s := open(t, filepath.Join(t.TempDir(), "cv.db"))
-	t.Cleanup(func() { s.Close() })
-	return setupCV(t, s)
+	return setupCV(t, e.open(t))
 }
 
 func setupCV(t *testing.T, s cvStore) *cvFix {
@@ -89,8 +86,10 @@ func ids(ds []ContextDevice) map[string]bool {
 	return m
 }
 
-func TestContextSources(t *testing.T) {
-	f := newCVFix(t)
+func TestContextSources(t *testing.T) { eachEngine(t, testContextSources) }
+
+func testContextSources(t *testing.T, e engine) {
+	f := newCVFix(t, e)
 	got, err := f.s.ContextSource(f.ctx, f.ws, f.vault.ID)
 	if err != nil || got.Name != "team" || got.Kind != "vault" {
 		t.Fatalf("ContextSource = %+v, %v", got, err)
@@ -129,8 +128,10 @@ func TestContextSources(t *testing.T) {
 	}
 }
 
-func TestContextMembers(t *testing.T) {
-	f := newCVFix(t)
+func TestContextMembers(t *testing.T) { eachEngine(t, testContextMembers) }
+
+func testContextMembers(t *testing.T, e engine) {
+	f := newCVFix(t, e)
 	ms, err := f.s.ContextMembers(f.ctx, f.vault.ID)
 	if err != nil || len(ms) != 1 || ms[0].UserID != f.alice || ms[0].Role != "owner" {
 		t.Fatalf("members after create = %+v, %v", ms, err)
@@ -162,8 +163,10 @@ func TestContextMembers(t *testing.T) {
 	}
 }
 
-func TestContextDevices(t *testing.T) {
-	f := newCVFix(t)
+func TestContextDevices(t *testing.T) { eachEngine(t, testContextDevices) }
+
+func testContextDevices(t *testing.T, e engine) {
+	f := newCVFix(t, e)
 	if f.a1.State != "active" || f.a2.State != "pending" || f.b1.State != "active" {
 		t.Fatalf("states: first of alice %s, second %s, first of bob %s", f.a1.State, f.a2.State, f.b1.State)
 	}
@@ -219,7 +222,11 @@ func TestContextDevices(t *testing.T) {
 }
 
 func TestContextEligibilityEpochsAndKeys(t *testing.T) {
-	f := newCVFix(t)
+	eachEngine(t, testContextEligibilityEpochsAndKeys)
+}
+
+func testContextEligibilityEpochsAndKeys(t *testing.T, e engine) {
+	f := newCVFix(t, e)
 	el, err := f.s.EligibleContextDevices(f.ctx, f.ws, f.vault.ID)
 	if err != nil || len(el) != 1 || el[0].ID != f.a1.ID {
 		t.Fatalf("eligible = %+v, %v (pending a2 and non-member b1 are not)", el, err)
@@ -302,8 +309,10 @@ func TestContextEligibilityEpochsAndKeys(t *testing.T) {
 }
 
 // Concurrent publishers of one epoch: exactly one wins.
-func TestContextEpochRace(t *testing.T) {
-	f := newCVFix(t)
+func TestContextEpochRace(t *testing.T) { eachEngine(t, testContextEpochRace) }
+
+func testContextEpochRace(t *testing.T, e engine) {
+	f := newCVFix(t, e)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	wins, conflicts := 0, 0
@@ -330,8 +339,10 @@ func TestContextEpochRace(t *testing.T) {
 	}
 }
 
-func TestContextEvents(t *testing.T) {
-	f := newCVFix(t)
+func TestContextEvents(t *testing.T) { eachEngine(t, testContextEvents) }
+
+func testContextEvents(t *testing.T, e engine) {
+	f := newCVFix(t, e)
 	ev := func(id, entry, base, digest string) ContextEvent {
 		return ContextEvent{EventID: id, EntryID: entry, Kind: "put", Epoch: 1, Base: base, Ciphertext: "ct-" + id, Digest: digest, DeviceID: f.a1.ID, CreatedAt: f.now}
 	}
@@ -392,8 +403,10 @@ func TestContextEvents(t *testing.T) {
 	}
 }
 
-func TestContextProposalsAndProofs(t *testing.T) {
-	f := newCVFix(t)
+func TestContextProposalsAndProofs(t *testing.T) { eachEngine(t, testContextProposalsAndProofs) }
+
+func testContextProposalsAndProofs(t *testing.T, e engine) {
+	f := newCVFix(t, e)
 	p := ContextProposal{ID: newID(), WorkspaceID: f.ws, SourceID: f.vault.ID, SessionID: "s1", CorrectionKind: "new_memory", TargetKind: "memory_candidate", State: "pending", Digest: "dg", Sealed: "sealed", SealedTo: []string{f.a1.ID}, CreatedBy: "user:1", CreatedAt: f.now}
 	if err := f.s.CreateContextProposal(f.ctx, p, f.audit("proposal.create")); err != nil {
 		t.Fatal(err)
@@ -427,8 +440,10 @@ func TestContextProposalsAndProofs(t *testing.T) {
 	}
 }
 
-func TestContextBackupsAndWorkingSets(t *testing.T) {
-	f := newCVFix(t)
+func TestContextBackupsAndWorkingSets(t *testing.T) { eachEngine(t, testContextBackupsAndWorkingSets) }
+
+func testContextBackupsAndWorkingSets(t *testing.T, e engine) {
+	f := newCVFix(t, e)
 	b := ContextBackup{WorkspaceID: f.ws, DeviceID: f.a1.ID, UserID: f.alice, Sealed: "s1", CreatedAt: f.now}
 	if err := f.s.PutContextBackup(f.ctx, &b, f.audit("backup")); err != nil || b.Generation != 1 {
 		t.Fatalf("first backup: gen %d, %v", b.Generation, err)

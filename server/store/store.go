@@ -1,7 +1,7 @@
 // Package store persists the control plane: users, workspaces and members,
 // tokens, installs, the generic record engine and the audit log. Handlers
-// see only the Store interface, so a PostgreSQL implementation can be added
-// beside the embedded SQLite one without touching them.
+// see only the Store interface; one implementation (DB) runs the same SQL
+// on the embedded SQLite file or on PostgreSQL shared by several replicas.
 package store
 
 import (
@@ -193,13 +193,13 @@ type Store interface {
 	Close() error
 }
 
-// Open opens the store named by url: "sqlite:PATH", "sqlite://PATH",
-// "file:PATH" or a bare path. PostgreSQL URLs are recognised and refused
-// until that implementation lands.
-func Open(ctx context.Context, url string) (Store, error) {
+// Open opens the store named by url, applying migrations: "postgres://…"
+// or "postgresql://…" for PostgreSQL; "sqlite:PATH", "sqlite://PATH",
+// "file:PATH" or a bare path for SQLite.
+func Open(ctx context.Context, url string) (*DB, error) {
 	switch {
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return nil, fmt.Errorf("open store: postgresql is not supported yet; use a sqlite path")
+	case IsPostgresURL(url):
+		return OpenPostgres(ctx, url, PostgresOptions{})
 	case strings.HasPrefix(url, "sqlite://"):
 		return OpenSQLite(ctx, strings.TrimPrefix(url, "sqlite://"))
 	case strings.HasPrefix(url, "sqlite:"):
@@ -211,4 +211,9 @@ func Open(ctx context.Context, url string) (Store, error) {
 	default:
 		return OpenSQLite(ctx, url)
 	}
+}
+
+// IsPostgresURL reports whether url names a PostgreSQL database.
+func IsPostgresURL(url string) bool {
+	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
 }

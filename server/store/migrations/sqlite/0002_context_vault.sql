@@ -1,6 +1,6 @@
 -- The context vault (docs/context-vault.md). The server keeps ciphertext,
 -- wrapped keys and server-visible descriptors; never an entry's content.
--- Portable SQL: the same file runs on SQLite and PostgreSQL.
+-- Its PostgreSQL twin is ../postgres/0002_context_vault.sql.
 
 -- A context source: an end-to-end encrypted vault, or a git repository of
 -- markdown. epoch is a vault's current epoch (0: none published yet);

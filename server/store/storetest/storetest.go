@@ -1,0 +1,125 @@
+// Package storetest gives tests a database of their own on the PostgreSQL
+// server of the machine, so store tests run on both engines.
+//
+// The server is REEVE_TEST_POSTGRES_URL, by default the local one with
+// trust authentication. Without a reachable server the tests that need it
+// skip with a message, unless REEVE_REQUIRE_POSTGRES=1 (CI), where they
+// fail instead.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+)
+
+// DefaultPostgresURL is the administrative connection tests use unless
+// REEVE_TEST_POSTGRES_URL names another.
+const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+var (
+	probeOnce sync.Once
+	probeErr  error
+)
+
+func adminURL() string {
+	if u := os.Getenv("REEVE_TEST_POSTGRES_URL"); u != "" {
+		return u
+	}
+	return DefaultPostgresURL
+}
+
+// Required reports whether PostgreSQL tests must run (REEVE_REQUIRE_POSTGRES=1).
+func Required() bool { return os.Getenv("REEVE_REQUIRE_POSTGRES") == "1" }
+
+func admin(ctx context.Context) (*sql.DB, error) {
+	db, err := sql.Open("pgx", adminURL())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(2)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Available skips t (or fails it, when PostgreSQL is required) unless the
+// PostgreSQL server answers.
+func Available(t testing.TB) {
+	t.Helper()
+	probeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		db, err := admin(ctx)
+		if err == nil {
+			db.Close()
+		}
+		probeErr = err
+	})
+	if probeErr == nil {
+		return
+	}
+	msg := fmt.Sprintf("PostgreSQL is not reachable at %s (%v); set REEVE_TEST_POSTGRES_URL to run the PostgreSQL tests", redact(adminURL()), probeErr)
+	if Required() {
+		t.Fatal(msg + " (REEVE_REQUIRE_POSTGRES=1)")
+	}
+	t.Skip(msg)
+}
+
+// PostgresURL creates an empty database for t, dropped when t ends, and
+// returns its URL.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	Available(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db, err := admin(ctx)
+	if err != nil {
+		t.Fatalf("connect to PostgreSQL: %v", err)
+	}
+	defer db.Close()
+	var b [6]byte
+	rand.Read(b[:])
+	name := "reeve_test_" + hex.EncodeToString(b[:])
+	if _, err := db.ExecContext(ctx, `CREATE DATABASE `+name); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		db, err := admin(ctx)
+		if err != nil {
+			t.Logf("drop database %s: %v", name, err)
+			return
+		}
+		defer db.Close()
+		if _, err := db.ExecContext(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
+			t.Logf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(adminURL())
+	if err != nil {
+		t.Fatalf("REEVE_TEST_POSTGRES_URL: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func redact(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable url)"
+	}
+	return u.Redacted()
+}
