@@ -107,3 +107,43 @@ func benchCreates(b *testing.B, e engine) {
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "creates/s")
 }
+
+// Secrets: created once under a race, replaced only from the value the
+// caller last saw, listed by name.
+func TestSecrets(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e engine) {
+		s := e.open(t)
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		got := make([][]byte, 16)
+		for i := range got {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				v, err := s.Secret(ctx, "k", func() ([]byte, error) { return []byte{byte(i), 0xff}, nil })
+				if err != nil {
+					t.Error(err)
+				}
+				got[i] = v
+			}(i)
+		}
+		wg.Wait()
+		for _, v := range got {
+			if string(v) != string(got[0]) {
+				t.Fatalf("replicas of one secret differ: %x vs %x", v, got[0])
+			}
+		}
+		if ok, err := s.ReplaceSecret(ctx, "k", []byte("stale"), []byte("x")); err != nil || ok {
+			t.Fatalf("replace from a stale value: %v %v", ok, err)
+		}
+		if ok, err := s.ReplaceSecret(ctx, "k", got[0], []byte("new")); err != nil || !ok {
+			t.Fatalf("replace: %v %v", ok, err)
+		}
+		if v, _ := s.Secret(ctx, "k", nil); string(v) != "new" {
+			t.Fatalf("after replace: %q", v)
+		}
+		if names, err := s.SecretNames(ctx); err != nil || len(names) != 1 || names[0] != "k" {
+			t.Fatalf("names %v %v", names, err)
+		}
+	})
+}
