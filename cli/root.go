@@ -133,7 +133,8 @@ func NewRootCmd(env *Env) *cobra.Command {
 	)
 	root.AddCommand(newContextCmd(env)) // reeve context ... (context*.go)
 	root.AddCommand(newPairCmd(env))    // reeve pair, pair anchor, pair rotate-token (pair.go)
-	attachPairUnlock(root, env)         // reeve pair unlock (pair_unlock.go)
+	root.AddCommand(newInstallCmd(env, root))
+	attachPairUnlock(root, env) // reeve pair unlock (pair_unlock.go)
 	return root
 }
 

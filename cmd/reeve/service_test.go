@@ -21,6 +21,36 @@ func needTool(t *testing.T, prog, pkg string) string {
 	if p, err := exec.LookPath(prog); err == nil {
 		return p
 	}
+	aptInstall(t, pkg)
+	if p, err := exec.LookPath(prog); err == nil {
+		return p
+	}
+	if os.Getenv("REEVE_REQUIRE_AGENTS") != "" {
+		t.Fatalf("%s (Debian package %s) is needed", prog, pkg)
+	}
+	t.Skipf("%s (Debian package %s) is not installed and cannot be installed here", prog, pkg)
+	return ""
+}
+
+// needFile is needTool for a file a package installs.
+func needFile(t *testing.T, path, pkg string) {
+	t.Helper()
+	if _, err := os.Stat(path); err == nil {
+		return
+	}
+	aptInstall(t, pkg)
+	if _, err := os.Stat(path); err == nil {
+		return
+	}
+	if os.Getenv("REEVE_REQUIRE_AGENTS") != "" {
+		t.Fatalf("%s (Debian package %s) is needed", path, pkg)
+	}
+	t.Skipf("%s (Debian package %s) is not installed and cannot be installed here", path, pkg)
+}
+
+// aptInstall installs a Debian package when this process may.
+func aptInstall(t *testing.T, pkg string) {
+	t.Helper()
 	if os.Geteuid() == 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
@@ -30,14 +60,6 @@ func needTool(t *testing.T, prog, pkg string) string {
 			t.Logf("apt-get install %s: %v\n%s", pkg, err, out)
 		}
 	}
-	if p, err := exec.LookPath(prog); err == nil {
-		return p
-	}
-	if os.Getenv("REEVE_REQUIRE_AGENTS") != "" {
-		t.Fatalf("%s (Debian package %s) is needed", prog, pkg)
-	}
-	t.Skipf("%s (Debian package %s) is not installed and cannot be installed here", prog, pkg)
-	return ""
 }
 
 // unitExecStart splits the unit's ExecStart as systemd does for the
