@@ -71,7 +71,9 @@ what changed, and it reports each file.`,
 func (o *installOptions) completionDir() string {
 	return filepath.Join(string(o.home), "share", "completions")
 }
-func (o *installOptions) manDir() string { return filepath.Join(string(o.home), "share", "man", "man1") }
+func (o *installOptions) manDir() string {
+	return filepath.Join(string(o.home), "share", "man", "man1")
+}
 
 func runInstall(_ context.Context, o *installOptions) error {
 	if err := o.home.Prepare(); err != nil {
