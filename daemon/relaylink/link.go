@@ -268,6 +268,9 @@ func (l *Link) connectAndServe(ctx context.Context) error {
 		return fmt.Errorf("connect to the relay at %s: %w", l.relayURL(t), err)
 	}
 	defer ws.CloseNow()
+	// The relay forwards nothing larger (relaywire.MaxEnvelope), so no
+	// client can make this read fail for every channel.
+	ws.SetReadLimit(relaywire.MaxEnvelope)
 	l.setState(wire.RelayConnected, nil)
 	l.logf("connected to %s as install %s", l.relayURL(t), c.InstallID)
 	err = l.serveRelay(ctx, ws)
@@ -390,9 +393,14 @@ func (m *mux) closeAll() {
 }
 
 func (m *mux) send(env relaywire.Envelope) error {
+	env.Reason = relaywire.CutReason(env.Reason)
 	b, err := json.Marshal(env)
 	if err != nil {
 		return err
+	}
+	if len(b) > relaywire.MaxEnvelope {
+		// The relay would end the channel; end it here, with a reason.
+		return fmt.Errorf("a relay envelope of %d bytes is over the limit of %d", len(b), relaywire.MaxEnvelope)
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, 60*time.Second)
 	defer cancel()

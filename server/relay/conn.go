@@ -32,8 +32,11 @@ type conn struct {
 	closed  bool // no more frames are queued or routed
 	code    websocket.StatusCode
 	reason  string
-	room    chan struct{} // signalled when the writer takes frames
-	done    chan struct{} // closed when the connection is closed
+	// Frames queued or being written, for the budgets.
+	pendN, pendBytes atomic.Int64
+	overSince        time.Time     // when it went over its budget; zero when within
+	watching         bool          // a checkSlow timer is pending
+	done             chan struct{} // closed when the connection is closed
 	// A daemon connection's channels, by id.
 	chans map[string]*channel
 	// A client connection's channel (nil until attached, or after it ended).
@@ -55,7 +58,7 @@ type channel struct {
 // newConn makes a connection whose writer is held (writing is set) until
 // start hands it the socket.
 func (r *Relay) newConn(role string, t target) *conn {
-	c := &conn{r: r, role: role, t: t, at: time.Now().UTC(), writing: true, room: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &conn{r: r, role: role, t: t, at: time.Now().UTC(), writing: true, done: make(chan struct{})}
 	if role == RoleDaemon {
 		c.id = "d" + r.newChannelID()
 		c.chans = map[string]*channel{}
@@ -80,53 +83,100 @@ func (c *conn) start(ws *websocket.Conn) {
 // errClosed: the connection is closed or closing; the frame is dropped.
 var errClosed = errors.New("relay connection closed")
 
-// send queues a frame. When the queue is full it waits up to SlowTimeout
-// for room, then disconnects this (receiving) connection as too slow: a
-// slow peer is never buffered without bound.
+// send queues a frame for the peer and never waits: the reading goroutine
+// that calls it (a daemon's, shared by all its channels) must not stall on
+// one slow peer. The frame counts against the peer's budget and the
+// relay's: a peer over its budget for SlowTimeout, or at twice its budget,
+// is disconnected as too slow (4429); when the relay's buffers are full,
+// the peer holding the most is disconnected first.
 func (c *conn) send(frame []byte) error {
-	var timer *time.Timer
-	for {
-		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
+	size := int64(len(frame))
+	if !c.r.reserve(size) {
+		c.r.evictLargest()
+		if !c.r.reserve(size) {
+			c.tooSlow("the relay's buffers are full")
 			return errClosed
 		}
-		if len(c.q) < c.r.opts.QueueFrames {
-			c.q = append(c.q, frame)
-			left := len(c.q) < c.r.opts.QueueFrames
-			start := !c.writing
-			c.writing = true
-			c.mu.Unlock()
-			if start {
-				go c.writeLoop()
-			}
-			if left && timer != nil {
-				// Another waiting sender may fit too.
-				select {
-				case c.room <- struct{}{}:
-				default:
-				}
-			}
-			if timer != nil {
-				timer.Stop()
-			}
-			return nil
-		}
+	}
+	c.mu.Lock()
+	if c.closed {
 		c.mu.Unlock()
-		if timer == nil {
-			timer = time.NewTimer(c.r.opts.SlowTimeout)
-		}
-		select {
-		case <-c.room:
-		case <-c.done:
-			timer.Stop()
-			return errClosed
-		case <-timer.C:
-			c.r.m.slow.Add(1)
-			c.r.log.Info("relay peer too slow; disconnecting", "role", c.role, "workspace", c.t.workspace, "runtime_target", c.t.runtime)
-			c.kill(CloseTooSlow, "the peer did not read its frames")
-			return errClosed
-		}
+		c.r.release(size)
+		return errClosed
+	}
+	n, b := c.pendN.Add(1), c.pendBytes.Add(size)
+	qf, qb := int64(c.r.opts.QueueFrames), c.r.opts.QueueBytes
+	if n > 2*qf || b > 2*qb {
+		c.pendN.Add(-1)
+		c.pendBytes.Add(-size)
+		c.mu.Unlock()
+		c.r.release(size)
+		c.tooSlow("the peer did not read its frames (twice over its queue budget)")
+		return errClosed
+	}
+	c.q = append(c.q, frame)
+	arm := false
+	if (n > qf || b > qb) && c.overSince.IsZero() {
+		c.overSince = time.Now()
+		arm = !c.watching
+		c.watching = true
+	}
+	start := !c.writing
+	c.writing = true
+	c.mu.Unlock()
+	if start {
+		go c.writeLoop()
+	}
+	if arm {
+		time.AfterFunc(c.r.opts.SlowTimeout, c.checkSlow)
+	}
+	return nil
+}
+
+// checkSlow disconnects a peer still over its budget SlowTimeout after it
+// went over.
+func (c *conn) checkSlow() {
+	c.mu.Lock()
+	since, closed := c.overSince, c.closed
+	if since.IsZero() || closed {
+		c.watching = false
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	if wait := c.r.opts.SlowTimeout - time.Since(since); wait > 0 {
+		time.AfterFunc(wait, c.checkSlow)
+		return
+	}
+	c.tooSlow("the peer did not read its frames")
+}
+
+func (c *conn) tooSlow(reason string) {
+	if c.isClosed() {
+		return
+	}
+	c.r.m.slow.Add(1)
+	c.r.log.Info("relay peer too slow; disconnecting", "role", c.role, "workspace", c.t.workspace, "runtime_target", c.t.runtime,
+		"reason", reason, "queued_frames", c.pendN.Load(), "queued_bytes", c.pendBytes.Load())
+	c.kill(CloseTooSlow, reason)
+}
+
+// dropped accounts for a frame that left the queue, written or not.
+func (c *conn) dropped(f []byte) {
+	if f == nil {
+		return
+	}
+	c.pendN.Add(-1)
+	c.pendBytes.Add(-int64(len(f)))
+	c.r.release(int64(len(f)))
+}
+
+// underBudget clears the over-budget mark once the peer caught up.
+func (c *conn) underBudget() {
+	if c.pendN.Load() <= int64(c.r.opts.QueueFrames) && c.pendBytes.Load() <= c.r.opts.QueueBytes {
+		c.mu.Lock()
+		c.overSince = time.Time{}
+		c.mu.Unlock()
 	}
 }
 
@@ -139,8 +189,12 @@ func (c *conn) writeLoop() {
 		c.mu.Lock()
 		if c.closed {
 			code, reason := c.code, c.reason
+			q := c.q
 			c.q, c.spare = nil, nil
 			c.mu.Unlock()
+			for _, f := range q {
+				c.dropped(f)
+			}
 			c.closeSocket(code, reason)
 			return
 		}
@@ -163,10 +217,6 @@ func (c *conn) writeLoop() {
 		c.q = c.spare[:0]
 		c.spare = nil
 		c.mu.Unlock()
-		select {
-		case c.room <- struct{}{}:
-		default:
-		}
 		// As in readLoop, no per-write deadline: a peer that stops reading
 		// fills the queue and is killed, and kill bounds the wait.
 		ctx := context.Background()
@@ -181,10 +231,14 @@ func (c *conn) writeLoop() {
 				if err == nil {
 					c.r.m.framesOut.Add(1)
 				}
+			}
+			c.dropped(f)
+			if f != nil {
 				putFrame(f)
 			}
 			batch[i] = nil
 		}
+		c.underBudget()
 		switch {
 		case err != nil:
 			// The socket is gone, or the write timed out, which closed it.
@@ -232,10 +286,14 @@ func (c *conn) kill(code websocket.StatusCode, reason string) {
 	}
 	c.closed = true
 	c.code, c.reason = code, reason
+	q := c.q
 	c.q = nil
 	start := !c.writing
 	c.writing = true // the writer that sees closed is the last one
 	c.mu.Unlock()
+	for _, f := range q {
+		c.dropped(f)
+	}
 	close(c.done)
 	if start {
 		go c.writeLoop()
@@ -267,4 +325,38 @@ func (c *conn) closeSocket(code websocket.StatusCode, reason string) {
 		return
 	}
 	c.ws.Close(code, reason)
+}
+
+// reserve counts n more bytes against MaxBufferedBytes, or reports that
+// they do not fit.
+func (r *Relay) reserve(n int64) bool {
+	for {
+		cur := r.buffered.Load()
+		if cur+n > r.opts.MaxBufferedBytes {
+			return false
+		}
+		if r.buffered.CompareAndSwap(cur, cur+n) {
+			return true
+		}
+	}
+}
+
+func (r *Relay) release(n int64) { r.buffered.Add(-n) }
+
+// evictLargest disconnects the peer holding the most queued bytes: when the
+// relay's buffers are full, the peer that filled them goes, not whichever
+// peer happened to be sent to next.
+func (r *Relay) evictLargest() {
+	r.mu.Lock()
+	var worst *conn
+	var most int64
+	for c := range r.conns {
+		if b := c.pendBytes.Load(); b > most {
+			worst, most = c, b
+		}
+	}
+	r.mu.Unlock()
+	if worst != nil {
+		worst.tooSlow("the relay's buffers are full and this peer held the most")
+	}
 }

@@ -26,7 +26,12 @@ type Metrics struct {
 	Revoked           uint64 `json:"revoked"`
 	KeepaliveTimeouts uint64 `json:"keepalive_timeouts"`
 	BadEnvelopes      uint64 `json:"bad_envelopes"`
-	NoDaemon          uint64 `json:"no_daemon"`
+	// TooLarge counts payloads over relaywire.MaxPayload (their channel
+	// ended).
+	TooLarge uint64 `json:"too_large"`
+	// BufferedBytes is what the relay holds for its peers and the bus now.
+	BufferedBytes int64  `json:"buffered_bytes"`
+	NoDaemon      uint64 `json:"no_daemon"`
 	// The bus between instances.
 	BusOut     uint64 `json:"bus_out"`
 	BusIn      uint64 `json:"bus_in"`
@@ -37,7 +42,7 @@ type counters struct {
 	daemons, clients, channels, remoteChannels               atomic.Int64
 	admitted, refused, framesIn, framesOut                   atomic.Uint64
 	slow, replaced, revoked, keepaliveTimeouts, badEnvelopes atomic.Uint64
-	noDaemon, busOut, busIn, busDropped                      atomic.Uint64
+	noDaemon, busOut, busIn, busDropped, tooLarge            atomic.Uint64
 }
 
 // Metrics returns the current counters.
@@ -49,6 +54,7 @@ func (r *Relay) Metrics() Metrics {
 		Admitted: m.admitted.Load(), Refused: m.refused.Load(), FramesIn: m.framesIn.Load(), FramesOut: m.framesOut.Load(),
 		SlowDisconnects: m.slow.Load(), Replaced: m.replaced.Load(), Revoked: m.revoked.Load(),
 		KeepaliveTimeouts: m.keepaliveTimeouts.Load(), BadEnvelopes: m.badEnvelopes.Load(), NoDaemon: m.noDaemon.Load(),
+		TooLarge: m.tooLarge.Load(), BufferedBytes: r.buffered.Load(),
 		BusOut: m.busOut.Load(), BusIn: m.busIn.Load(), BusDropped: m.busDropped.Load(),
 	}
 }

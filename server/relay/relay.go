@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/oklog/ulid/v2"
 
+	"reeve.dev/reeve/server/relay/relaywire"
 	"reeve.dev/reeve/server/sdk"
 )
 
@@ -59,10 +60,18 @@ type Options struct {
 	Control Control
 	// InstanceID names this instance on the bus; default a new ULID.
 	InstanceID string
-	// QueueFrames bounds each connection's outbound queue; default 1024.
+	// QueueFrames and QueueBytes are each connection's outbound budget;
+	// defaults 1024 frames and 4 MiB. A peer may stay over it for
+	// SlowTimeout; at twice the budget it is disconnected at once.
 	QueueFrames int
-	// SlowTimeout is how long a sender waits for room in a full queue
-	// before the receiving peer is disconnected as too slow; default 5s.
+	QueueBytes  int64
+	// MaxBufferedBytes bounds the frames the whole relay holds for its
+	// peers (and for the bus); default 256 MiB. When it is reached the
+	// peer holding the most is disconnected.
+	MaxBufferedBytes int64
+	// SlowTimeout is how long a peer may stay over its budget before it
+	// is disconnected as too slow (4429); default 5s. Senders never wait:
+	// a slow peer never holds up the connection that feeds it.
 	SlowTimeout time.Duration
 	// WriteTimeout is how long a disconnected peer's close frame may wait
 	// behind a write in progress before the socket is dropped; default 5s.
@@ -70,8 +79,6 @@ type Options struct {
 	// PingInterval: a connection silent this long is pinged, and closed
 	// when the pong does not come within another interval; default 30s.
 	PingInterval time.Duration
-	// MaxMessageBytes bounds one incoming envelope; default 2 MiB.
-	MaxMessageBytes int64
 	// PresenceInterval is how often the instance re-reports its daemon
 	// connections (they expire after three intervals); default 10s.
 	PresenceInterval time.Duration
@@ -102,6 +109,7 @@ type Relay struct {
 	closed  bool
 
 	bus      chan sdk.RelayBusMessage
+	buffered atomic.Int64           // bytes queued for peers and for the bus
 	presence chan sdk.RelayPresence // removals to report
 	admit    *admitCache
 	m        counters
@@ -121,6 +129,12 @@ func New(opts Options) (*Relay, error) {
 	if opts.QueueFrames <= 0 {
 		opts.QueueFrames = 1024
 	}
+	if opts.QueueBytes <= 0 {
+		opts.QueueBytes = 4 << 20
+	}
+	if opts.MaxBufferedBytes <= 0 {
+		opts.MaxBufferedBytes = 256 << 20
+	}
 	if opts.SlowTimeout <= 0 {
 		opts.SlowTimeout = 5 * time.Second
 	}
@@ -129,9 +143,6 @@ func New(opts Options) (*Relay, error) {
 	}
 	if opts.PingInterval <= 0 {
 		opts.PingInterval = 30 * time.Second
-	}
-	if opts.MaxMessageBytes <= 0 {
-		opts.MaxMessageBytes = 2 << 20
 	}
 	if opts.PresenceInterval <= 0 {
 		opts.PresenceInterval = 10 * time.Second
@@ -293,7 +304,9 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.wg.Done()
 		return
 	}
-	wsc.SetReadLimit(r.opts.MaxMessageBytes)
+	// One limit for every peer (relaywire.MaxEnvelope): a client over it
+	// loses its own connection, which is its channel, and nothing else.
+	wsc.SetReadLimit(relaywire.MaxEnvelope)
 	r.m.admitted.Add(1)
 	c.start(wsc)
 	// Read on a fresh goroutine and let the HTTP handler return: the

@@ -501,7 +501,7 @@ func TestRelaySlowPeerIsDisconnected(t *testing.T) {
 	d := f.daemon(t, base)
 	c := f.client(t, base) // never reads until the relay gives up on it
 	ch := read(t, d).Channel
-	frame, _ := json.Marshal(relay.Envelope{Type: relay.TypeData, Channel: ch, Payload: strings.Repeat("A", 64<<10)})
+	frame, _ := json.Marshal(relay.Envelope{Type: relay.TypeData, Channel: ch, Payload: strings.Repeat("A", 32<<10)})
 	var stop atomic.Bool
 	defer stop.Store(true)
 	go func() {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"reeve.dev/reeve/server/relay/relaywire"
 	"reeve.dev/reeve/server/sdk"
 )
 
@@ -23,25 +24,46 @@ const (
 	pullMax       = 1024
 )
 
-// publish queues a bus message. When the bus queue stays full for
-// SlowTimeout the message's channel ends: the bus is bounded too.
+// publish queues a bus message without waiting (it is called from
+// connections' read loops). Data counts against the relay's buffered bytes;
+// when the bus queue or the buffers are full the message's channel ends.
+// A close or error that finds the queue full gets SlowTimeout on its own
+// goroutine: it is small, and the far side should learn of the end.
 func (r *Relay) publish(m sdk.RelayBusMessage) {
 	m.From = r.opts.InstanceID
+	size := busSize(m)
+	if !r.reserve(size) {
+		r.m.busDropped.Add(1)
+		r.failChannel(m.Channel, "the relay bus is congested")
+		return
+	}
 	select {
 	case r.bus <- m:
 		return
 	default:
 	}
-	t := time.NewTimer(r.opts.SlowTimeout)
-	defer t.Stop()
-	select {
-	case r.bus <- m:
-	case <-t.C:
+	if m.Type == TypeData {
+		r.release(size)
 		r.m.busDropped.Add(1)
 		r.failChannel(m.Channel, "the relay bus is congested")
-	case <-r.ctx.Done():
+		return
 	}
+	go func() {
+		t := time.NewTimer(r.opts.SlowTimeout)
+		defer t.Stop()
+		select {
+		case r.bus <- m:
+		case <-t.C:
+			r.release(size)
+			r.m.busDropped.Add(1)
+		case <-r.ctx.Done():
+			r.release(size)
+		}
+	}()
 }
+
+// busSize is what a bus message counts against the relay's buffers.
+func busSize(m sdk.RelayBusMessage) int64 { return int64(len(m.Payload) + len(m.Reason) + 256) }
 
 // failChannel ends a channel whose far instance cannot be reached.
 func (r *Relay) failChannel(id, reason string) {
@@ -78,6 +100,10 @@ func (r *Relay) publishLoop(ctx context.Context) {
 			}
 		}
 		r.publishBatch(ctx, batch)
+		for i := range batch {
+			r.release(busSize(batch[i]))
+			batch[i] = sdk.RelayBusMessage{}
+		}
 	}
 }
 
@@ -186,7 +212,7 @@ func (r *Relay) deliver(m sdk.RelayBusMessage) {
 			if m.Type == TypeError {
 				code = CloseNoDaemon
 			}
-			r.endChannel(ch, fromRemote, m.Type, m.Reason, code)
+			r.endChannel(ch, fromRemote, m.Type, relaywire.CutReason(m.Reason), code)
 		}
 	case sdk.RelayBusReplaced:
 		r.mu.Lock()

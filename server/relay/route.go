@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"reeve.dev/reeve/server/relay/relaywire"
 	"reeve.dev/reeve/server/sdk"
 )
 
@@ -76,6 +77,7 @@ func (r *Relay) route(c *conn, data []byte) error {
 	if p == nil {
 		p = emptyPayload
 	}
+	e.Reason = relaywire.CutReason(e.Reason)
 	if c.role == RoleClient {
 		ch := c.ch
 		if ch == nil || ch.ended.Load() {
@@ -83,6 +85,13 @@ func (r *Relay) route(c *conn, data []byte) error {
 		}
 		switch e.Type {
 		case TypeData:
+			if len(p) > relaywire.MaxPayload {
+				// Only this client's channel (its connection) ends.
+				c.r.m.tooLarge.Add(1)
+				c.kill(websocket.StatusMessageTooBig, "the payload is over the relay's limit")
+				r.endChannel(ch, fromClient, TypeClose, "the client sent a payload over the relay's limit", CloseNormal)
+				return nil
+			}
 			if ch.daemon != nil {
 				ch.daemon.send(frameDaemonData(ch.id, p))
 				return nil
@@ -98,6 +107,9 @@ func (r *Relay) route(c *conn, data []byte) error {
 	if e.Channel == "" {
 		return errors.New("a daemon's envelope names its channel (ch)")
 	}
+	if len(e.Channel) > relaywire.MaxChannelID {
+		return nil // no channel has such an id; echoing it would not fit
+	}
 	c.mu.Lock()
 	ch := c.chans[e.Channel]
 	c.mu.Unlock()
@@ -106,6 +118,12 @@ func (r *Relay) route(c *conn, data []byte) error {
 		if ch == nil {
 			// The channel ended while the daemon was writing to it.
 			c.send(frameEnd(TypeClose, e.Channel, "no such channel"))
+			return nil
+		}
+		if len(p) > relaywire.MaxPayload {
+			// The channel ends, not the daemon's connection.
+			r.m.tooLarge.Add(1)
+			r.endChannel(ch, fromRelay, TypeError, "the daemon sent a payload over the relay's limit", websocket.StatusMessageTooBig)
 			return nil
 		}
 		if ch.client != nil {

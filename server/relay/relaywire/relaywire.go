@@ -36,3 +36,41 @@ const (
 	RoleDaemon = "workspace-daemon"
 	RoleClient = "client"
 )
+
+// Size limits, one definition for the relay and both of its ends.
+//
+// MaxEnvelope is the largest relay message, in bytes, in either direction:
+// the read limit of the relay, of the daemon's link and of clients. The
+// relay never forwards a larger one (it builds its frames within it), so a
+// message that one end would refuse never reaches it; the ends keep under
+// it by sending big protocol messages (diffs, transcripts) as several
+// end-to-end frames of at most e2e.MaxFrame bytes each.
+//
+// A client whose message is larger, or whose payload does not fit
+// MaxPayload, loses its own channel (close code 1009); the daemon's
+// connection and the other channels are not touched. A daemon payload over
+// MaxPayload ends the channel it names, not the daemon's connection.
+const (
+	MaxEnvelope = 64 << 10
+	// MaxPayload bounds p as it travels (the JSON string, quotes
+	// included): MaxEnvelope less room for the other fields.
+	MaxPayload = MaxEnvelope - 512
+	// MaxReason bounds the reason of close and error envelopes; the relay
+	// cuts longer ones before forwarding them.
+	MaxReason = 256
+	// MaxChannelID bounds a channel id.
+	MaxChannelID = 64
+)
+
+// CutReason shortens a close or error reason to MaxReason bytes, on a rune
+// boundary.
+func CutReason(s string) string {
+	if len(s) <= MaxReason {
+		return s
+	}
+	i := MaxReason
+	for i > 0 && s[i]&0xC0 == 0x80 {
+		i--
+	}
+	return s[:i]
+}

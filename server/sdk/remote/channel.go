@@ -32,9 +32,13 @@ func (e *ClosedError) Error() string {
 	return "the " + e.By + " closed the channel: " + e.Reason
 }
 
-// maxEnvelope bounds one relay message: a base64 transport frame and its
-// JSON wrapper, or a handshake message.
-const maxEnvelope = 2*e2e.MaxFrame + 1024
+// maxEnvelope bounds one relay message: the one limit of the relay and
+// both its ends.
+const maxEnvelope = relaywire.MaxEnvelope
+
+// An end-to-end frame in base64, quoted, fits a relay payload; this fails
+// to compile the day it does not.
+const _ uint = relaywire.MaxPayload - (4*((e2e.MaxFrame+2)/3) + 2)
 
 // channel is one relayed, end-to-end encrypted connection to the daemon:
 // a transport of the protocol client.
