@@ -2,8 +2,11 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"reeve.dev/reeve/server/host"
+	"reeve.dev/reeve/server/store"
 )
 
 // testPrograms wires the real control plane for the command tests, as main
@@ -28,6 +31,13 @@ func testPrograms() Programs {
 		CreateToken: func(ctx context.Context, o ServerTokenRequest) (ServerTokenResult, error) {
 			r, err := host.CreateToken(ctx, host.TokenOptions{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL, Email: o.Email, Name: o.Name})
 			return ServerTokenResult{Token: r.Token, TokenID: r.TokenID, UserID: r.UserID, CreatedWorkspace: r.CreatedWorkspace}, err
+		},
+		Invite: func(ctx context.Context, o ServerInviteRequest) (ServerInviteResult, error) {
+			r, err := host.Invite(ctx, host.InviteOptions{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL, Workspace: o.Workspace, Email: o.Email, Role: o.Role, TTL: o.TTL, AppURL: o.AppURL})
+			if errors.Is(err, store.ErrNotFound) {
+				err = fmt.Errorf("%w: %w", ErrServerNotFound, err)
+			}
+			return ServerInviteResult{ID: r.Invitation.ID, Email: r.Invitation.Email, Role: r.Invitation.Role, ExpiresAt: r.Invitation.ExpiresAt, Token: r.Token, Link: r.Link}, err
 		},
 		DefaultDataDir: host.DefaultDataDir,
 	}}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -47,6 +48,24 @@ type ServerPrograms struct {
 	// directory (Email and Name are unused).
 	RelayCredential func(ctx context.Context, o ServerTokenRequest) (string, error)
 	DefaultDataDir  func() string
+	// Invite creates a workspace invitation on the data directory.
+	Invite func(ctx context.Context, o ServerInviteRequest) (ServerInviteResult, error)
+}
+
+// ErrServerNotFound marks a control-plane error about something that does
+// not exist (exit code 4).
+var ErrServerNotFound = errors.New("not found")
+
+// ServerInviteRequest asks for an invitation.
+type ServerInviteRequest struct {
+	DataDir, DatabaseURL, Workspace, Email, Role, AppURL string
+	TTL                                                  time.Duration
+}
+
+// ServerInviteResult is a created invitation with its single-use link.
+type ServerInviteResult struct {
+	ID, Email, Role, Token, Link string
+	ExpiresAt                    time.Time
 }
 
 type serverOptions struct {
@@ -82,6 +101,7 @@ func newServerCmd(env *Env) *cobra.Command {
 	f.StringVar(&opts.ownerEmail, "owner-email", "owner@localhost", "email of the owner created on first start")
 	cmd.AddCommand(newGroupCmd("token", "Manage API tokens as an operator", newServerTokenCreateCmd(env)))
 	cmd.AddCommand(newServerRelayCredentialCmd(env))
+	cmd.AddCommand(newServerInviteCmd(env))
 	return cmd
 }
 
@@ -223,5 +243,84 @@ func runServerRelayCredential(ctx context.Context, opts *serverRelayCredentialOp
 		return err
 	}
 	_, err = fmt.Fprintln(opts.env.Out, c)
+	return err
+}
+
+type serverInviteOptions struct {
+	env         *Env
+	dataDir     string
+	databaseURL string
+	workspace   string
+	email       string
+	role        string
+	appURL      string
+	expires     time.Duration
+	json        bool
+}
+
+func newServerInviteCmd(e *Env) *cobra.Command {
+	opts := &serverInviteOptions{env: e}
+	cmd := &cobra.Command{
+		Use:   "invite --workspace ID --email EMAIL [--role member|admin|owner]",
+		Short: "Invite someone to a workspace and print their single-use accept link",
+		Long: "Creates an invitation on the data directory (with or without a running server) and prints its accept link on stdout.\n" +
+			"The invitee opens the link signed in as that email and becomes a member with the role. The link works once and expires.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServerInvite(cmd.Context(), opts) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.dataDir, "data-dir", "", "data directory (default "+serverDataDir(e)+")")
+	f.StringVar(&opts.databaseURL, "database-url", "", "database URL (overrides --data-dir)")
+	f.StringVar(&opts.workspace, "workspace", "", "workspace id (required; GET /api/workspaces lists yours)")
+	f.StringVar(&opts.email, "email", "", "email of the invitee (required)")
+	f.StringVar(&opts.role, "role", "member", "workspace role: member, admin or owner")
+	f.StringVar(&opts.appURL, "app-url", "http://"+defaultServerListen, "origin of the server's pages, for the link")
+	f.DurationVar(&opts.expires, "expires", 7*24*time.Hour, "how long the link works (at most 720h)")
+	f.BoolVar(&opts.json, "json", false, "print as JSON")
+	return cmd
+}
+
+// serverInviteInfo is the --json shape of `reeve server invite`.
+type serverInviteInfo struct {
+	ID        string    `json:"id"`
+	Email     string    `json:"email"`
+	Role      string    `json:"role"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Token     string    `json:"token"`
+	AcceptURL string    `json:"accept_url"`
+}
+
+func runServerInvite(ctx context.Context, opts *serverInviteOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	switch {
+	case opts.workspace == "":
+		return exitf(ExitUsage, "--workspace ID is required")
+	case opts.email == "":
+		return exitf(ExitUsage, "--email EMAIL is required")
+	case !strings.Contains(opts.email, "@"):
+		return exitf(ExitUsage, "--email %q is not an email address", opts.email)
+	case opts.role != "member" && opts.role != "admin" && opts.role != "owner":
+		return exitf(ExitUsage, "--role %q: want member, admin or owner", opts.role)
+	case opts.expires < time.Minute || opts.expires > 720*time.Hour:
+		return exitf(ExitUsage, "--expires %s: want between 1m and 720h", opts.expires)
+	}
+	if opts.env.Programs.Server.Invite == nil {
+		return exitf(ExitFailure, "this build of reeve has no control plane")
+	}
+	res, err := opts.env.Programs.Server.Invite(ctx, ServerInviteRequest{DataDir: opts.dataDir, DatabaseURL: opts.databaseURL,
+		Workspace: opts.workspace, Email: opts.email, Role: opts.role, AppURL: opts.appURL, TTL: opts.expires})
+	if err != nil {
+		if errors.Is(err, ErrServerNotFound) {
+			return withExit(ExitNotFound, err)
+		}
+		return err
+	}
+	if opts.json {
+		return writeJSON(opts.env.Out, serverInviteInfo{ID: res.ID, Email: res.Email, Role: res.Role, ExpiresAt: res.ExpiresAt, Token: res.Token, AcceptURL: res.Link})
+	}
+	fmt.Fprintf(opts.env.Err, "invited %s as %s; the link works once, until %s\n", res.Email, res.Role, res.ExpiresAt.Format(time.RFC3339))
+	_, err = fmt.Fprintln(opts.env.Out, res.Link)
 	return err
 }

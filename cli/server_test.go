@@ -156,3 +156,84 @@ func TestServerUnreachableDatabaseExits(t *testing.T) {
 		t.Fatalf("took %v to give up", time.Since(start))
 	}
 }
+
+func TestServerInvitePrintsALinkThatMakesAMember(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	run := func(args ...string) (int, string, string) {
+		env, out, errb := testEnv()
+		code := Execute(context.Background(), env, args)
+		return code, out.String(), errb.String()
+	}
+	code, out, _ := run("server", "token", "create", "--data-dir", dir, "--user", "ops@example.com")
+	if code != ExitOK {
+		t.Fatalf("token: exit %d", code)
+	}
+	ops := strings.TrimSpace(out)
+	code, out, _ = run("server", "token", "create", "--data-dir", dir, "--user", "joiner@example.com")
+	if code != ExitOK {
+		t.Fatalf("token: exit %d", code)
+	}
+	joiner := strings.TrimSpace(out)
+
+	senv, _, _ := testEnv()
+	console := &syncBuffer{}
+	senv.Out = console
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- runServer(ctx, &serverOptions{env: senv, listen: "127.0.0.1:0", dataDir: dir, ready: func(u string) { ready <- u }})
+	}()
+	url := <-ready
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	}()
+	opsClient := &sdk.Client{BaseURL: url, Token: ops}
+	ws, err := opsClient.ListWorkspaces(context.Background())
+	if err != nil || len(ws) != 1 {
+		t.Fatalf("workspaces %v %v", ws, err)
+	}
+
+	for _, bad := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"--email", "joiner@example.com"}, ExitUsage},
+		{[]string{"--workspace", ws[0].ID}, ExitUsage},
+		{[]string{"--workspace", ws[0].ID, "--email", "joiner@example.com", "--role", "root"}, ExitUsage},
+		{[]string{"--workspace", ws[0].ID, "--email", "nope"}, ExitUsage},
+		{[]string{"--workspace", ws[0].ID, "--email", "joiner@example.com", "--expires", "1000h"}, ExitUsage},
+		{[]string{"--workspace", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "--email", "joiner@example.com"}, ExitNotFound},
+	} {
+		if code, _, _ := run(append([]string{"server", "invite", "--data-dir", dir}, bad.args...)...); code != bad.code {
+			t.Errorf("%v: exit %d, want %d", bad.args, code, bad.code)
+		}
+	}
+	code, out, _ = run("server", "invite", "--data-dir", dir, "--workspace", ws[0].ID, "--email", "joiner@example.com", "--role", "admin", "--app-url", url, "--json")
+	if code != ExitOK {
+		t.Fatalf("invite: exit %d", code)
+	}
+	var info serverInviteInfo
+	if err := json.Unmarshal([]byte(out), &info); err != nil || !strings.HasPrefix(info.AcceptURL, url+"/invite?token=") {
+		t.Fatalf("invite output %q: %v", out, err)
+	}
+	acc, err := (&sdk.Client{BaseURL: url, Token: joiner}).AcceptInvitation(context.Background(), info.Token)
+	if err != nil || acc.WorkspaceID != ws[0].ID || acc.Role != "admin" {
+		t.Fatalf("accept: %+v %v", acc, err)
+	}
+	members, err := opsClient.ListMembers(context.Background(), ws[0].ID)
+	if err != nil || len(members) != 2 {
+		t.Fatalf("members %v %v", members, err)
+	}
+	// An invitation made through the API is printed on the console.
+	rest, err := opsClient.CreateInvitation(context.Background(), ws[0].ID, sdk.InvitationCreateRequest{Email: "third@example.com", Role: "member"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := console.String(); !strings.Contains(c, "invitation for third@example.com") || !strings.Contains(c, rest.AcceptURL) {
+		t.Fatalf("console %q lacks the link %s", c, rest.AcceptURL)
+	}
+}

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"reeve.dev/reeve/cli"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/runtime"
 	"reeve.dev/reeve/server/host"
 	"reeve.dev/reeve/server/relay"
+	"reeve.dev/reeve/server/store"
 )
 
 // programs wires the daemon worker and the control plane into the command
@@ -62,6 +65,16 @@ func ServerPrograms() cli.ServerPrograms {
 		},
 		RelayCredential: func(ctx context.Context, o cli.ServerTokenRequest) (string, error) {
 			return host.StoreRelayCredential(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL})
+		},
+		Invite: func(ctx context.Context, o cli.ServerInviteRequest) (cli.ServerInviteResult, error) {
+			r, err := host.Invite(ctx, host.InviteOptions{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL, Workspace: o.Workspace, Email: o.Email, Role: o.Role, TTL: o.TTL, AppURL: o.AppURL})
+			if err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					err = fmt.Errorf("%w: %w", cli.ErrServerNotFound, err)
+				}
+				return cli.ServerInviteResult{}, err
+			}
+			return cli.ServerInviteResult{ID: r.Invitation.ID, Email: r.Invitation.Email, Role: r.Invitation.Role, ExpiresAt: r.Invitation.ExpiresAt, Token: r.Token, Link: r.Link}, nil
 		},
 		DefaultDataDir: host.DefaultDataDir,
 	}

@@ -156,6 +156,7 @@ func (r Route) body(schema string, required bool) Route {
 	return r
 }
 func (r Route) resp(schema string) Route   { r.SuccessSchema = schema; return r }
+func (r Route) noBody() Route              { r.Body = nil; return r }
 func (r Route) role(min string) Route      { r.MinRole = min; return r }
 func (r Route) auth(a AuthKind) Route      { r.Auth = a; return r }
 func (r Route) scope(s Scope) Route        { r.Scope = s; return r }
@@ -249,15 +250,23 @@ func specRoutes() []Route {
 		placeholder("PUT", ws, "Workspaces").body("WorkspaceUpdateRequest", true).role("admin").summary("Replace the workspace settings"),
 		placeholder("DELETE", ws, "Workspaces").role("owner").success(204).summary("Delete the workspace"),
 	)
-	add(many("Workspaces", "GET", prefixed(ws, "/audit", "/audit/export", "/invitations", "/sync-sources", "/insights", "/insights/summary")...)...)
+	add(many("Workspaces", "GET", prefixed(ws, "/audit", "/audit/export", "/sync-sources", "/insights", "/insights/summary")...)...)
+	add(placeholder("GET", ws+"/invitations", "Workspaces").role("admin").resp("InvitationCollectionResponse").query(qInt("after", "return invitations after this seq"), qInt("limit", "")).
+		summary("List invitations with their state (pending, accepted, revoked, expired); never their tokens"))
 	add(placeholder("GET", ws+"/crypto/epochs", "Workspaces").resp("ContextEpochCollectionResponse").summary("Every context vault's epochs and how many devices got each key"))
 	add(
 		placeholder("POST", ws+"/gitops/webhook/code-host", "Workspaces"),
 		placeholder("PATCH", ws+"/insights/{insight}", "Workspaces"),
 		placeholder("POST", ws+"/insights/{insight}/convert", "Workspaces"),
 		placeholder("POST", ws+"/insights/detect", "Workspaces"),
-		placeholder("POST", ws+"/invitations", "Workspaces").role("admin"),
-		placeholder("DELETE", ws+"/invitations/{invitation}", "Workspaces").role("admin"),
+		placeholder("POST", ws+"/invitations", "Workspaces").role("admin").body("InvitationCreateRequest", true).success(201).resp("InvitationCreatedResponse").errs(409).
+			summary("Invite an email with a role; answers the single-use accept link once (also printed on the server's console)"),
+		placeholder("DELETE", ws+"/invitations/{invitation}", "Workspaces").role("admin").noBody().success(200).resp("InvitationResponse").errs(404, 409).summary("Revoke a pending invitation"),
+		// Extensions: members are listed, and an invitation accepted by the
+		// signed-in user it was sent to.
+		typed("GET", ws+"/members", "listWorkspaceMembers", "Workspaces", 200, "MemberCollectionResponse").summary("List the workspace's members and their roles"),
+		typed("POST", "/api/invitations/accept", "acceptWorkspaceInvitation", "Workspaces", 200, "InvitationAcceptedResponse").scope(ScopeNone).body("InvitationAcceptRequest", true).errs(403, 404, 409, 410).
+			summary("Accept an invitation as the signed-in user whose email it names: they become a member with its role"),
 		placeholder("PATCH", ws+"/members/{member}", "Workspaces").role("admin").body("MemberUpdateRequest", true).errs(404, 409).summary("Change a member's role"),
 		placeholder("DELETE", ws+"/members/{member}", "Workspaces").role("admin").errs(404, 409).summary("Remove a member"),
 		placeholder("POST", ws+"/members/transfer-owner", "Workspaces").role("owner").body("MemberTransferOwnerRequest", true).errs(404).summary("Transfer ownership"),

@@ -165,6 +165,7 @@ func TestAuthMatrix(t *testing.T) {
 		"GET /api/workspaces": true, "POST /api/workspaces": true, "POST /api/auth/logout": true,
 		"GET /api/me/api-tokens": true, "POST /api/me/api-tokens": true, "DELETE /api/me/api-tokens/{tokenId}": true,
 		"POST /api/pairing-codes/{code}/approve": true, "POST /api/pairing-codes/{code}/deny": true, "GET /api/pairing-codes/{code}": true,
+		"POST /api/invitations/accept": true,
 	}
 	// Relay instances span workspaces: their routes have no workspace.
 	for _, p := range []string{"bus/publish", "bus/pull", "presence/resolve", "presence/upsert"} {

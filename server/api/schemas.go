@@ -94,6 +94,14 @@ func requestSchemas() map[string]schema {
 		"MemberTransferOwnerRequest": described(object([]string{"user_id"}, schema{
 			"user_id": tInt(),
 		}), "Makes another member the owner; the caller becomes an admin."),
+		"InvitationCreateRequest": described(object([]string{"email", "role"}, schema{
+			"email":            schema{"type": "string", "minLength": 3, "maxLength": 320, "pattern": "^[^@\\s<>]+@[^@\\s<>]+$"},
+			"role":             enum("owner", "admin", "member"),
+			"expires_in_hours": schema{"type": "integer", "minimum": 1, "maximum": 720},
+		}), "Invites an email with a workspace role; the accept link expires after expires_in_hours (default 168)."),
+		"InvitationAcceptRequest": described(object([]string{"token"}, schema{
+			"token": schema{"type": "string", "minLength": 1, "maxLength": 200},
+		}), "The token of an accept link."),
 		"InstallCreateRequest": described(object(nil, schema{
 			"name": schema{"type": "string", "maxLength": 200},
 		}), "Registers a machine; the answer carries its issue token once."),
@@ -276,6 +284,14 @@ func requestSchemas() map[string]schema {
 	for k, v := range contextVaultRequestSchemas() {
 		m[k] = v
 	}
+	// A typed body names all its fields: an unknown one is refused (422),
+	// so nothing — a secret least of all — is stored unseen. Placeholder
+	// bodies (spec 4.0) stay open.
+	for k, v := range m {
+		if _, typed := v["properties"]; typed && k != "PlaceholderRequest" {
+			v["additionalProperties"] = false
+		}
+	}
 	return m
 }
 
@@ -312,6 +328,21 @@ func responseSchemas() map[string]schema {
 		}), "Placeholder answer (spec 4.0): data is a record, a list of records or an action result."),
 		"RecordResponse":           object([]string{"data"}, schema{"data": ref("Record")}),
 		"RecordCollectionResponse": object([]string{"data", "meta"}, schema{"data": arrayOf(ref("Record")), "meta": ref("ListMeta")}),
+		"Invitation": object([]string{"id", "workspace_id", "email", "role", "state", "expires_at", "invited_by", "created_at"}, schema{
+			"id": tString(), "workspace_id": tString(), "email": tString(), "role": enum("owner", "admin", "member"),
+			"state":      enum("pending", "accepted", "revoked", "expired"),
+			"expires_at": schema{"type": "string", "format": "date-time"}, "invited_by": tString(),
+			"accepted_by": tInt(), "accepted_at": schema{"type": "string", "format": "date-time"},
+			"revoked_at": schema{"type": "string", "format": "date-time"}, "created_at": schema{"type": "string", "format": "date-time"},
+		}),
+		"InvitationResponse":           object([]string{"data"}, schema{"data": ref("Invitation")}),
+		"InvitationCollectionResponse": object([]string{"data", "meta"}, schema{"data": arrayOf(ref("Invitation")), "meta": ref("ListMeta")}),
+		"InvitationCreatedResponse": described(object([]string{"data", "token", "accept_url"}, schema{"data": ref("Invitation"), "token": tString(), "accept_url": tString()}),
+			"The new invitation; token and accept_url are shown this once."),
+		"InvitationAcceptedResponse": object([]string{"data"}, schema{"data": object([]string{"workspace_id", "role", "user_id", "invitation_id"}, schema{
+			"workspace_id": tString(), "workspace_name": tString(), "role": enum("owner", "admin", "member"), "user_id": tInt(), "invitation_id": tString(),
+		})}),
+		"MemberCollectionResponse": object([]string{"data", "meta"}, schema{"data": arrayOf(ref("Member")), "meta": ref("ListMeta")}),
 		"Member":                   object([]string{"user_id", "email", "role"}, schema{"user_id": tInt(), "email": tString(), "role": enum("owner", "admin", "member")}),
 		"Workspace": object([]string{"id", "name", "policy_mode", "created_at", "updated_at"}, schema{
 			"id":                   described(schema{"type": "string", "pattern": ulidPattern}, "ULID"),

@@ -68,6 +68,9 @@ type Options struct {
 	Pages  http.Handler
 	Logger *slog.Logger
 	Now    func() time.Time
+	// Invitations, when set, is told about each new invitation with its
+	// accept link (the operator's console, until the server sends mail).
+	Invitations func(InvitationNotice)
 	// Version is reported by /api/health.
 	Version string
 }

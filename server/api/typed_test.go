@@ -14,7 +14,7 @@ func TestSessionAccessTransitions(t *testing.T) {
 	u := s.NewUser("sess@example.com")
 	peer := s.AddMember(u.Workspace, "peer@example.com", sdk.RoleMember)
 	base := "/api/resources/" + u.Workspace + "/sessions"
-	sess := expect(t, do(t, s, "POST", base, u.Token, `{"title":"fix bug","source_kind":"cli","status":"running"}`), 201, "create session")
+	sess := expect(t, do(t, s, "POST", base, u.Token, `{"title":"fix bug","source_kind":"cli"}`), 201, "create session")
 	id := dataOf(sess)["id"].(string)
 	expect(t, do(t, s, "GET", base+"/"+id, u.Token, nil), 200, "get session")
 	expect(t, do(t, s, "GET", base+"/01ARZ3NDEKTSV4RRFFQ69G5FAV", u.Token, nil), 404, "unknown session")

@@ -15,17 +15,22 @@ import (
 
 func (s *Server) workspaceHandlers() map[string]handlerFunc {
 	return map[string]handlerFunc{
-		"listWorkspaces":                                 s.listWorkspaces,
-		"createWorkspace":                                s.createWorkspace,
-		"getWorkspace":                                   s.getWorkspace,
-		"updateWorkspace":                                s.updateWorkspace(true),
-		"putApiWorkspacesWorkspace":                      s.updateWorkspace(false),
-		"deleteApiWorkspacesWorkspace":                   s.deleteWorkspace,
-		"getApiWorkspacesWorkspaceAudit":                 s.listAudit,
-		"getApiWorkspacesWorkspaceAuditExport":           s.exportAudit,
-		"patchApiWorkspacesWorkspaceMembersMember":       s.updateMember,
-		"deleteApiWorkspacesWorkspaceMembersMember":      s.removeMember,
-		"postApiWorkspacesWorkspaceMembersTransferOwner": s.transferOwner,
+		"listWorkspaces":                                    s.listWorkspaces,
+		"createWorkspace":                                   s.createWorkspace,
+		"getWorkspace":                                      s.getWorkspace,
+		"updateWorkspace":                                   s.updateWorkspace(true),
+		"putApiWorkspacesWorkspace":                         s.updateWorkspace(false),
+		"deleteApiWorkspacesWorkspace":                      s.deleteWorkspace,
+		"getApiWorkspacesWorkspaceAudit":                    s.listAudit,
+		"getApiWorkspacesWorkspaceAuditExport":              s.exportAudit,
+		"patchApiWorkspacesWorkspaceMembersMember":          s.updateMember,
+		"deleteApiWorkspacesWorkspaceMembersMember":         s.removeMember,
+		"postApiWorkspacesWorkspaceMembersTransferOwner":    s.transferOwner,
+		"listWorkspaceMembers":                              s.listMembers,
+		"getApiWorkspacesWorkspaceInvitations":              s.listInvitations,
+		"postApiWorkspacesWorkspaceInvitations":             s.createInvitation,
+		"deleteApiWorkspacesWorkspaceInvitationsInvitation": s.revokeInvitation,
+		"acceptWorkspaceInvitation":                         s.acceptInvitation,
 	}
 }
 

@@ -226,6 +226,7 @@ func (h *Host) assemble(ctx context.Context) error {
 		Store: h.st, BaseURL: h.origin, AppURL: o.AppURL, RelayURL: o.RelayURL,
 		Signer: signer, Secrets: h.ring, Login: h.links, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL,
 		Pages: pages, Logger: o.Logger, Version: version.Version,
+		Invitations: h.announceInvitation,
 	})
 	if err != nil {
 		return err
@@ -297,6 +298,46 @@ func (h *Host) requestLoginLink(ctx context.Context, email string) error {
 	defer h.outMu.Unlock()
 	fmt.Fprintf(h.opts.Out, "login link requested for %s (one-time, valid 24h):\n%s\n", email, link)
 	return nil
+}
+
+// announceInvitation prints a new invitation's accept link on the
+// operator's output: the embedded server sends no mail.
+func (h *Host) announceInvitation(n api.InvitationNotice) {
+	h.outMu.Lock()
+	defer h.outMu.Unlock()
+	fmt.Fprintf(h.opts.Out, "invitation for %s to workspace %s (%s) as %s (single use, until %s):\n%s\n",
+		n.Email, n.WorkspaceName, n.WorkspaceID, n.Role, n.ExpiresAt.Format(time.RFC3339), n.Link)
+}
+
+// InviteOptions is an operator's invitation (`reeve server invite`).
+type InviteOptions struct {
+	DataDir, DatabaseURL string
+	Workspace            string
+	Email, Role          string
+	TTL                  time.Duration
+	// AppURL is the origin of the accept page; default http://DefaultListen.
+	AppURL string
+}
+
+// Invite creates an invitation on the store directly, with or without a
+// running server, audited as the operator.
+func Invite(ctx context.Context, o InviteOptions) (api.CreatedInvitation, error) {
+	st, err := OpenStore(ctx, Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL})
+	if err != nil {
+		return api.CreatedInvitation{}, err
+	}
+	defer st.Close()
+	if _, err := st.Workspace(ctx, o.Workspace); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return api.CreatedInvitation{}, fmt.Errorf("no workspace %q: %w", o.Workspace, err)
+		}
+		return api.CreatedInvitation{}, err
+	}
+	app := o.AppURL
+	if app == "" {
+		app = "http://" + DefaultListen
+	}
+	return api.CreateInvitation(ctx, st, api.InvitationOptions{WorkspaceID: o.Workspace, Email: o.Email, Role: o.Role, TTL: o.TTL, InvitedBy: "operator", AppURL: app, Now: time.Now()})
 }
 
 // Addr is the bound address (useful with port 0).

@@ -295,3 +295,46 @@ func statusOr(err error, def int) int {
 	}
 	return def
 }
+
+// invitePage shows an invitation's accept button to the signed-in user;
+// the API decides whether the invitation is theirs.
+func (h *Handler) invitePage(w http.ResponseWriter, r *http.Request) {
+	s, _, ok := h.signedIn(w, r)
+	if !ok {
+		return
+	}
+	p := page{Title: "Join a workspace", SignedIn: true, CSRF: csrfFor(s), Code: r.URL.Query().Get("token")}
+	if p.Code == "" {
+		p.Error = "This link has no invitation in it. Open the whole link you were sent."
+		h.render(w, r, http.StatusBadRequest, "message.html", p)
+		return
+	}
+	h.render(w, r, http.StatusOK, "invite.html", p)
+}
+
+func (h *Handler) inviteAccept(w http.ResponseWriter, r *http.Request) {
+	s, _, ok := h.signedIn(w, r)
+	if !ok || !h.checkPost(w, r, s) {
+		return
+	}
+	p := page{Title: "Join a workspace", SignedIn: true, CSRF: csrfFor(s), Code: r.PostFormValue("token")}
+	res, err := h.client(r, s).AcceptInvitation(r.Context(), p.Code)
+	if err != nil {
+		switch status(err) {
+		case http.StatusNotFound:
+			p.Error = "This invitation link is not valid."
+		case http.StatusGone:
+			p.Error = "This invitation was already used, revoked or has expired. Ask for a new one."
+		case http.StatusForbidden:
+			p.Error = "This invitation is for another email address. Sign out and sign in as the invited address."
+		case http.StatusConflict:
+			p.Error = "You are already a member of this workspace."
+		default:
+			p.Error = "The invitation could not be accepted. Try again."
+		}
+		h.render(w, r, statusOr(err, http.StatusBadGateway), "message.html", p)
+		return
+	}
+	p.Result, p.WorkspaceName = res.Role, res.WorkspaceName
+	h.render(w, r, http.StatusOK, "invite.html", p)
+}

@@ -87,6 +87,8 @@ func New(opts Options) (*Handler, error) {
 	h.mux.HandleFunc("GET /pair", h.pairPage)
 	h.mux.HandleFunc("POST /pair", h.pairDecide)
 	h.mux.HandleFunc("POST /pair/new", h.pairMint)
+	h.mux.HandleFunc("GET /invite", h.invitePage)
+	h.mux.HandleFunc("POST /invite", h.inviteAccept)
 	h.mux.Handle("GET /static/", http.FileServerFS(assets))
 	return h, nil
 }
