@@ -6,6 +6,8 @@ package api
 // OpenAPI document. Fields marked † in the spec (nullable or union types)
 // are never required, because the spec leaves their required flag unshown.
 
+import "strings"
+
 type schema = map[string]any
 
 func ref(name string) schema { return schema{"$ref": "#/components/schemas/" + name} }
@@ -286,9 +288,10 @@ func requestSchemas() map[string]schema {
 	}
 	// A typed body names all its fields: an unknown one is refused (422),
 	// so nothing — a secret least of all — is stored unseen. Placeholder
-	// bodies (spec 4.0) stay open.
+	// bodies (spec 4.0) stay open, and so do the items nested in bodies
+	// (*Input), which clients fill from the records they read.
 	for k, v := range m {
-		if _, typed := v["properties"]; typed && k != "PlaceholderRequest" {
+		if _, typed := v["properties"]; typed && k != "PlaceholderRequest" && strings.HasSuffix(k, "Request") {
 			v["additionalProperties"] = false
 		}
 	}

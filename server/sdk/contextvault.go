@@ -523,7 +523,7 @@ func (c *ContextClient) Decide(ctx context.Context, proposalID string, r Context
 
 // PutBackup stores this device's recovery backup.
 func (c *ContextClient) PutBackup(ctx context.Context, b ContextBackup) (ContextBackup, error) {
-	return do[ContextBackup](ctx, c.Client, http.MethodPut, c.rt("/crypto/recovery-backup"), b)
+	return do[ContextBackup](ctx, c.Client, http.MethodPut, c.rt("/crypto/recovery-backup"), map[string]any{"sealed": b.Sealed})
 }
 
 // Backups lists the recovery backups of this install's user.
