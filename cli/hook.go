@@ -51,10 +51,10 @@ func newHookCmd(env *Env) *cobra.Command {
 // runHook never fails open: for PreToolUse every path that does not end in
 // the daemon's allow prints a deny, with a reason the agent can show.
 func runHook(ctx context.Context, opts *hookOptions) error {
-	decide := opts.event == "PreToolUse"
+	decide := hookbridge.Decides(opts.event)
 	deny := func(reason string) error {
 		if decide {
-			_, err := opts.env.Out.Write(hookbridge.PreToolUseOutput(hookbridge.Deny, reason))
+			_, err := opts.env.Out.Write(hookbridge.DecisionOutput(opts.event, hookbridge.Deny, reason))
 			return err
 		}
 		fmt.Fprintln(opts.env.Err, "reeve hook:", reason)
@@ -97,6 +97,6 @@ func runHook(ctx context.Context, opts *hookOptions) error {
 	if ans.DecidedBy != "" {
 		reason = fmt.Sprintf("%s (decided by %s)", reason, ans.DecidedBy)
 	}
-	_, err = opts.env.Out.Write(hookbridge.PreToolUseOutput(ans.Decision, reason))
+	_, err = opts.env.Out.Write(hookbridge.DecisionOutput(opts.event, ans.Decision, reason))
 	return err
 }

@@ -29,10 +29,38 @@ func ParseInput(b []byte) (Input, error) {
 	if in.HookEventName == "" {
 		return in, errors.New("hook input names no hook_event_name")
 	}
+	// Gemini CLI names its events apart; the daemon sees one vocabulary.
+	if ev, ok := geminiEvents[in.HookEventName]; ok {
+		in.HookEventName = ev
+	}
 	if in.HookEventName == "PreToolUse" && in.ToolName == "" {
 		return in, errors.New("PreToolUse hook input names no tool_name")
 	}
 	return in, nil
+}
+
+// geminiEvents maps Gemini CLI hook events onto Claude Code's names.
+var geminiEvents = map[string]string{"BeforeTool": "PreToolUse", "AfterTool": "PostToolUse", "BeforeAgent": "UserPromptSubmit", "AfterAgent": "Stop"}
+
+// Decides reports whether a hook event (as the agent names it) waits for a
+// decision: PreToolUse, or Gemini CLI's BeforeTool.
+func Decides(event string) bool { return event == "PreToolUse" || event == "BeforeTool" }
+
+// DecisionOutput is the answer to a deciding hook event in the format of
+// the agent that names its event so: Gemini CLI's BeforeTool reads a
+// top-level decision, Claude Code and Codex read PreToolUseOutput.
+func DecisionOutput(event, decision, reason string) []byte {
+	if event != "BeforeTool" {
+		return PreToolUseOutput(decision, reason)
+	}
+	if decision != Allow {
+		decision = Deny
+	}
+	b, _ := json.Marshal(struct {
+		Decision string `json:"decision"`
+		Reason   string `json:"reason,omitempty"`
+	}{decision, reason})
+	return append(b, '\n')
 }
 
 // PreToolUseOutput is a PreToolUse hook's answer in the format Claude Code

@@ -1,7 +1,9 @@
 package agenttest
 
 import (
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -33,6 +35,44 @@ func CodexEnv(codexHome, home string) []string {
 	)
 }
 
+// GeminiEnv is the environment for an offline Gemini CLI run against a
+// GeminiServer. home becomes HOME; its ~/.gemini/settings.json must select
+// API-key auth (GeminiHome writes it): with a base URL alone Gemini CLI
+// picks its "gateway" auth, which headless mode refuses.
+func GeminiEnv(baseURL, home string) []string {
+	return append(cleanEnv(),
+		"HOME="+home,
+		"GOOGLE_GEMINI_BASE_URL="+baseURL,
+		"GEMINI_API_KEY=agenttest",
+		// Telemetry, update checks and the like have no business here.
+		"GEMINI_CLI_NO_RELAUNCH=true",
+	)
+}
+
+// GeminiHome writes home/.gemini/settings.json for an offline run: API-key
+// auth, no telemetry, no update checks; extra settings are merged in at the
+// top level.
+func GeminiHome(home string, extra map[string]any) error {
+	settings := map[string]any{
+		"security":  map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}},
+		"privacy":   map[string]any{"usageStatisticsEnabled": false},
+		"telemetry": map[string]any{"enabled": false},
+		"general":   map[string]any{"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
+	}
+	for k, v := range extra {
+		settings[k] = v
+	}
+	b, err := json.MarshalIndent(settings, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(home, ".gemini")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "settings.json"), b, 0o600)
+}
+
 // cleanEnv drops variables that would let a developer's own agent setup
 // (keys, config dirs, an enclosing agent session) leak into the run.
 func cleanEnv() []string {
@@ -42,6 +82,7 @@ func cleanEnv() []string {
 		switch {
 		case strings.HasPrefix(k, "ANTHROPIC_"), strings.HasPrefix(k, "CLAUDE"),
 			strings.HasPrefix(k, "CODEX_"), strings.HasPrefix(k, "OPENAI_"),
+			strings.HasPrefix(k, "GEMINI_"), strings.HasPrefix(k, "GOOGLE_"),
 			k == "HOME", k == "IS_SANDBOX", k == "AI_AGENT":
 			continue
 		}

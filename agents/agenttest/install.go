@@ -25,6 +25,7 @@ import (
 const (
 	ClaudeVersion = "2.1.329"
 	CodexVersion  = "0.169.0"
+	GeminiVersion = "0.61.0"
 )
 
 // RequireEnv turns "agent program unavailable" from a skip into a failure.
@@ -92,6 +93,19 @@ var CodexAgent = Agent{
 	},
 }
 
+// GeminiAgent is the pinned Gemini CLI package: a bundled Node.js program
+// (Node.js 20 or later on PATH), run through its bin script. Its optional
+// native dependencies (node-pty, keytar) are installed but not needed
+// headless.
+var GeminiAgent = Agent{
+	Name:    "gemini",
+	Package: "@google/gemini-cli",
+	Version: GeminiVersion,
+	Executable: func(goos, goarch string) []string {
+		return []string{filepath.Join("node_modules", "@google", "gemini-cli", "bundle", "gemini.js")}
+	},
+}
+
 // Claude returns the path of the pinned Claude Code executable, installing
 // it on first use. It skips the test when the program cannot be installed,
 // or fails it when REEVE_REQUIRE_AGENTS=1.
@@ -104,6 +118,15 @@ func Claude(t testing.TB) string {
 func Codex(t testing.TB) string {
 	t.Helper()
 	return mustInstall(t, CodexAgent)
+}
+
+// Gemini returns the path of the pinned Gemini CLI executable; see Claude.
+func Gemini(t testing.TB) string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		Unavailable(t, "Gemini CLI needs Node.js: %v", err)
+	}
+	return mustInstall(t, GeminiAgent)
 }
 
 // Unavailable skips the test with the message, or fails it when

@@ -15,6 +15,7 @@ import (
 	"reeve.dev/reeve/agents/claude"
 	"reeve.dev/reeve/agents/codex"
 	"reeve.dev/reeve/agents/custom"
+	"reeve.dev/reeve/agents/gemini"
 	"reeve.dev/reeve/agents/shell"
 )
 
@@ -22,7 +23,8 @@ import (
 // pretend an agent is, or is not, installed.
 type Options struct {
 	// Getenv reads the adapters' configuration (REEVE_CLAUDE_PATH,
-	// REEVE_CODEX_PATH, REEVE_CUSTOM_AGENT_*, SHELL); default os.Getenv.
+	// REEVE_CODEX_PATH, REEVE_GEMINI_PATH, REEVE_CUSTOM_AGENT_*, SHELL);
+	// default os.Getenv.
 	Getenv func(string) string
 	// LookPath finds executables on PATH; default exec.LookPath.
 	LookPath func(string) (string, error)
@@ -45,10 +47,11 @@ func New(o Options) *Registry {
 	if o.LookPath == nil {
 		o.LookPath = exec.LookPath
 	}
-	r := &Registry{preferred: []string{claude.ID, codex.ID}, fallback: shell.ID}
+	r := &Registry{preferred: []string{claude.ID, codex.ID, gemini.ID}, fallback: shell.ID}
 	r.adapters = append(r.adapters,
 		claude.New(claude.Options{Getenv: o.Getenv, LookPath: o.LookPath}),
 		codex.New(codex.Options{Getenv: o.Getenv, LookPath: o.LookPath}),
+		gemini.New(gemini.Options{Getenv: o.Getenv, LookPath: o.LookPath}),
 	)
 	r.adapters = append(r.adapters, shell.New(shell.Options{Getenv: o.Getenv, LookPath: o.LookPath}))
 	if co, ok := custom.FromEnv(o.Getenv); ok {
@@ -106,7 +109,7 @@ func (r *Registry) List(ctx context.Context) []agents.Info {
 }
 
 // Default is the agent a session gets when none is asked for: the first
-// installed and usable of claude and codex, otherwise shell.
+// installed and usable of claude, codex and gemini, otherwise shell.
 func (r *Registry) Default(ctx context.Context) (agents.Adapter, error) {
 	for _, id := range r.preferred {
 		a, err := r.Lookup(id)

@@ -49,11 +49,11 @@ func script(t *testing.T, name, out string) string {
 
 func TestLookupUnknownListsAvailable(t *testing.T) {
 	r := fakeMachine{env: map[string]string{custom.EnvCommand: "/bin/cat", custom.EnvID: "cat"}}.registry()
-	_, err := r.Lookup("gemini")
+	_, err := r.Lookup("aider")
 	if err == nil {
 		t.Fatal("unknown agent found")
 	}
-	want := `unknown agent "gemini" (available: ` + strings.Join(r.IDs(), ", ") + ")"
+	want := `unknown agent "aider" (available: ` + strings.Join(r.IDs(), ", ") + ")"
 	if err.Error() != want {
 		t.Fatalf("error %q, want %q", err, want)
 	}
@@ -126,7 +126,7 @@ func TestDefaultSelection(t *testing.T) {
 	for _, in := range infos {
 		ids = append(ids, in.ID)
 	}
-	if strings.Join(ids, ",") != "claude,codex,shell" {
+	if strings.Join(ids, ",") != "claude,codex,gemini,shell" {
 		t.Fatalf("List ids %v", ids)
 	}
 	if infos[0].Installed || infos[0].Problem == "" {
