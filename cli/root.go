@@ -130,6 +130,7 @@ func NewRootCmd(env *Env) *cobra.Command {
 		newServerCmd(env),
 		newRelayCmd(env),
 		newServiceCmd(env),
+		newSetupCmd(env),
 	)
 	root.AddCommand(newContextCmd(env)) // reeve context ... (context*.go)
 	root.AddCommand(newPairCmd(env))    // reeve pair, pair anchor, pair rotate-token (pair.go)
