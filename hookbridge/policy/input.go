@@ -1,28 +1,48 @@
 package policy
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"reeve.dev/reeve/hookbridge/policy/cmdline"
+	"reeve.dev/reeve/hookbridge/policy/patch"
 )
 
 // shellTools are the tool names whose input is a shell command line:
 // Claude Code's and Codex's hook tool "Bash", Codex's model tool
-// "exec_command" and its event item "command_execution".
-var shellTools = map[string]bool{"Bash": true, "exec_command": true, "command_execution": true}
+// "exec_command" (and "shell", "local_shell") and its event item
+// "command_execution".
+var shellTools = map[string]bool{"Bash": true, "exec_command": true, "command_execution": true, "shell": true, "local_shell": true}
+
+// patchTools are the tool names whose input is a patch (Codex's
+// apply_patch, as a function or a freeform tool).
+var patchTools = map[string]bool{"apply_patch": true}
 
 // searchTools search the working directory when their input names no path.
 var searchTools = map[string]bool{"Glob": true, "Grep": true, "LS": true}
 
+// MaxCommand bounds the command line a policy reads. Real commands,
+// here-documents included, are far smaller; a larger one is denied rather
+// than read.
+const MaxCommand = 256 << 10
+
 // facts is what a rule can see of a request.
 type facts struct {
-	tool     string
-	shell    bool
-	line     string   // the whole command line, trimmed
-	segments []string // its simple commands, normalized
-	opaque   bool     // the line has parts whose commands cannot be known
-	paths    []target
+	tool  string
+	shell bool
+	line  string // the whole command line, trimmed
+	cmds  []cmdFact
+	// opaque says why the commands of the line cannot all be known; such
+	// a request is never allowed.
+	opaque []string
+	// bad is why the input cannot be read at all; such a request is
+	// denied.
+	bad   string
+	paths []target
 }
 
 // target is one path a request touches.
@@ -32,42 +52,250 @@ type target struct {
 	outside bool
 }
 
+// cmdFact is one command of a shell line, as patterns see it.
+type cmdFact struct {
+	text    string // the program's name and the arguments: what deny and ask match
+	written string // with the command word as written (/bin/rm, ./go)
+	// allow is what an allow pattern must match: text when the name says
+	// which program runs (found through the default $PATH, or a system
+	// directory), else written, so a script the agent wrote and named
+	// "go" is not allowed as go.
+	allow       string
+	unallowable bool
+	// transparent wrappers (env, nice, sh -c, xargs, ...) only run the
+	// command listed after them, which allow rules must match; they need
+	// no allow of their own. sudo and doas are not transparent.
+	transparent bool
+}
+
+// systemDirs are where a command given by its path is taken for its name.
+var systemDirs = map[string]bool{"/bin": true, "/usr/bin": true, "/sbin": true, "/usr/sbin": true, "/usr/local/bin": true, "/usr/local/sbin": true}
+
+var transparentWrappers = map[string]bool{
+	"command": true, "builtin": true, "exec": true, "env": true, "nice": true, "nohup": true, "setsid": true,
+	"time": true, "timeout": true, "stdbuf": true, "ionice": true, "xargs": true,
+	"sh": true, "bash": true, "zsh": true, "dash": true, "ksh": true, "mksh": true, "ash": true,
+}
+
 func extract(req Request) facts {
 	f := facts{tool: req.Tool}
-	wd := absWorkdir(req.Workdir)
+	root := absWorkdir(req.Workdir)
+	base := root
+	if req.Cwd != "" {
+		base = resolveTarget(root, req.Cwd).abs
+	}
 	var in map[string]json.RawMessage
-	_ = json.Unmarshal(req.Input, &in) // a non-object input has no fields to see
-
-	if shellTools[req.Tool] {
-		f.shell = true
-		line := stringOrList(in["command"])
-		if line == "" {
-			line = stringOrList(in["cmd"])
+	if len(bytes.TrimSpace(req.Input)) > 0 {
+		if err := json.Unmarshal(req.Input, &in); err != nil {
+			f.bad = "reeve cannot read the tool input: it is not a JSON object"
+			return f
 		}
-		base := wd
-		if w := stringOrList(in["workdir"]); w != "" {
-			base = resolveTarget(wd, w).abs
-			f.paths = append(f.paths, resolveTarget(wd, w))
+	}
+
+	switch {
+	case patchTools[req.Tool]:
+		text, ok := patchInput(in)
+		if !ok {
+			f.bad = "reeve cannot read the patch: the input holds no patch text"
+			return f
+		}
+		f.addPatch(root, base, "apply_patch", text)
+		return f
+	case shellTools[req.Tool]:
+		f.shell = true
+		line, ok := commandInput(in)
+		if !ok {
+			f.bad = "reeve cannot read the command: it is not a string or a list of strings"
+			return f
+		}
+		if len(line) > MaxCommand {
+			f.bad = fmt.Sprintf("reeve does not check commands over %d KiB, so it denies this one (%d KiB)", MaxCommand>>10, len(line)>>10)
+			return f
+		}
+		if w, present := in["workdir"]; present {
+			var s string
+			if json.Unmarshal(w, &s) != nil {
+				f.bad = "reeve cannot read the tool input: workdir is not a string"
+				return f
+			}
+			if s != "" {
+				base = resolveTarget(root, under(base, s)).abs
+			}
+		}
+		if base != root {
+			// Where the command runs is a path it touches.
+			f.paths = append(f.paths, resolveTarget(root, base))
 		}
 		f.line = strings.TrimSpace(line)
-		sc := parseShell(f.line)
-		f.segments, f.opaque = sc.segments, sc.opaque
-		for _, p := range sc.paths {
-			f.paths = append(f.paths, resolveTarget(wd, under(under(base, p.dir), p.path)))
+		if patch.IsEnvelope(f.line) {
+			// Codex sends apply_patch through its shell tool too.
+			f.addPatch(root, base, "apply_patch", f.line)
+			return f
 		}
+		f.addShell(root, base)
 		return f
 	}
 	named := false
 	for _, key := range []string{"file_path", "notebook_path", "path"} {
 		if s := stringOrList(in[key]); s != "" && !isList(in[key]) {
-			f.paths = append(f.paths, resolveTarget(wd, s))
+			f.paths = append(f.paths, resolveTarget(root, under(base, s)))
 			named = true
 		}
 	}
 	if !named && searchTools[req.Tool] {
-		f.paths = append(f.paths, resolveTarget(wd, "."))
+		f.paths = append(f.paths, resolveTarget(root, base))
 	}
 	return f
+}
+
+// commandInput is a shell tool's command: "command" or "cmd", a string or
+// an argv list (Codex), which is quoted into a line so that the shell
+// reading it sees the same words.
+func commandInput(in map[string]json.RawMessage) (string, bool) {
+	raw, ok := in["command"]
+	if !ok {
+		raw, ok = in["cmd"]
+	}
+	if !ok {
+		return "", true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, true
+	}
+	var argv []string
+	if json.Unmarshal(raw, &argv) == nil {
+		return cmdline.JoinArgv(argv), true
+	}
+	return "", false
+}
+
+// patchInput is an apply_patch tool's patch: "input" (freeform), "patch"
+// or "command", a string, or an argv list ending with the patch.
+func patchInput(in map[string]json.RawMessage) (string, bool) {
+	for _, key := range []string{"input", "patch", "command", "cmd"} {
+		raw, ok := in[key]
+		if !ok {
+			continue
+		}
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s, true
+		}
+		var argv []string
+		if json.Unmarshal(raw, &argv) == nil && len(argv) > 0 {
+			return argv[len(argv)-1], true
+		}
+		return "", false
+	}
+	return "", false
+}
+
+// addPatch checks a patch's files as paths the request writes; a patch
+// that does not parse makes the request bad.
+func (f *facts) addPatch(root, dir, program, text string) {
+	if len(text) > MaxCommand {
+		f.bad = fmt.Sprintf("reeve does not check patches over %d KiB, so it denies this one", MaxCommand>>10)
+		return
+	}
+	files, err := patch.Parse(text)
+	if err != nil {
+		f.bad = fmt.Sprintf("reeve cannot read the patch given to %s, so it denies it: %v", program, err)
+		return
+	}
+	for _, file := range files {
+		f.paths = append(f.paths, resolveTarget(root, under(dir, file.Path)))
+	}
+}
+
+// addShell reads the command line: its commands, the paths it names and
+// the patches it applies.
+func (f *facts) addShell(root, base string) {
+	res, err := cmdline.Parse(f.line)
+	if err != nil {
+		f.opaque = append(f.opaque, "the shell cannot parse it: "+err.Error())
+		return
+	}
+	f.opaque = append(f.opaque, res.Opaque...)
+	dirOf := func(dir string, unknown bool) (string, bool) {
+		if unknown {
+			return "", false
+		}
+		return under(base, dir), true
+	}
+	addPath := func(dir string, unknown bool, p string) {
+		if p == "" || p == "{}" {
+			return
+		}
+		if filepath.IsAbs(p) || p == "~" || strings.HasPrefix(p, "~/") {
+			f.paths = append(f.paths, resolveTarget(root, p))
+			return
+		}
+		if d, ok := dirOf(dir, unknown); ok {
+			f.paths = append(f.paths, resolveTarget(root, under(d, p)))
+		}
+	}
+	for _, p := range res.Paths {
+		addPath(p.Dir, p.DirUnknown, p.Path)
+	}
+	for _, pt := range res.Patches {
+		d, ok := dirOf(pt.Dir, false)
+		if !ok {
+			d = base
+		}
+		f.addPatch(root, d, pt.Program, pt.Text)
+	}
+	for _, c := range res.Commands {
+		cf := cmdFact{text: c.Text(), written: c.WrittenText()}
+		switch {
+		case c.PathLookup || systemDirs[filepath.Dir(c.Word)]:
+			cf.allow = cf.text
+		case strings.ContainsRune(c.Word, '/'):
+			cf.allow = cf.written
+		default:
+			// A name looked up in a PATH the line changed may be any
+			// program: no allow pattern can vouch for it.
+			cf.unallowable = true
+		}
+		cf.transparent = c.Wrapper && transparentWrappers[c.Name]
+		f.cmds = append(f.cmds, cf)
+		if c.Wrapper {
+			continue // its arguments are the wrapped command's, read there
+		}
+		for _, a := range c.Args {
+			if !a.Known {
+				continue
+			}
+			v := a.Value
+			if strings.HasPrefix(v, "-") {
+				// --file=/etc/x names a path after its =.
+				_, after, ok := strings.Cut(v, "=")
+				if !ok || !strings.HasPrefix(v, "--") || !looksLikePath(after) {
+					continue
+				}
+				v = after
+			}
+			if looksLikePath(v) || existsUnder(base, c.Dir, c.DirUnknown, v) {
+				addPath(c.Dir, c.DirUnknown, v)
+			}
+		}
+	}
+}
+
+// looksLikePath: an argument with a slash, or starting with . or ~, is
+// taken for a path whether or not it exists.
+func looksLikePath(s string) bool {
+	return strings.ContainsRune(s, '/') || strings.HasPrefix(s, ".") || strings.HasPrefix(s, "~")
+}
+
+// existsUnder reports whether a bare word names an existing file where the
+// command runs (rm -rf secrets).
+func existsUnder(base, dir string, unknown bool, name string) bool {
+	if unknown || len(name) > 255 {
+		return false
+	}
+	_, err := os.Lstat(filepath.Join(under(base, dir), name))
+	return err == nil
 }
 
 // under is p taken relative to dir, unless p is absolute or starts at the

@@ -219,14 +219,38 @@ func compileRule(d *docschema.Document, ptr string, class Action, index int, rd 
 	return r, nil
 }
 
+// The rules named by decisions that come from the request rather than
+// from a rule of the policy.
+const (
+	// RuleBadInput denies a request whose input cannot be read: not a
+	// JSON object, a patch that does not parse, a command over
+	// MaxCommand.
+	RuleBadInput = "bad-input"
+	// RuleOpaque asks a human about a shell command whose commands cannot
+	// all be known without running it.
+	RuleOpaque = "opaque-command"
+)
+
 // Evaluate decides a tool use: the first matching deny rule, else the first
-// matching ask rule, else the first matching allow rule, else None.
+// matching ask rule, else the first matching allow rule, else None. Two
+// decisions come before and after the rules: a request whose input cannot
+// be read is denied (RuleBadInput), even by the empty policy; and a shell
+// command that cannot be read statically (a command name from an
+// expansion, eval, a shell reading a pipe) is never allowed: when no deny
+// or ask rule matched, it is Ask (RuleOpaque).
 func (p *Policy) Evaluate(req Request) Decision {
+	f := extract(req)
+	if f.bad != "" {
+		return Decision{Action: Deny, Rule: RuleBadInput, Reason: f.bad}
+	}
 	if p.Empty() {
 		return Decision{}
 	}
-	f := extract(req)
-	return p.decide(func(class Action, r *rule) bool { return r.matches(f, class == Allow) })
+	d := p.decide(func(class Action, r *rule) bool { return r.matches(f, class == Allow) })
+	if len(f.opaque) > 0 && (d.Action == Allow || d.Action == None) {
+		return Decision{Action: Ask, Rule: RuleOpaque, Reason: "reeve cannot tell what this command runs without running it (" + f.opaque[0] + "), so a human decides"}
+	}
+	return d
 }
 
 // CheckPath decides whether an agent may touch path at all, for `reeve
@@ -302,11 +326,16 @@ func (r *rule) matchCommands(f facts, strict bool) bool {
 		return false
 	}
 	if strict {
-		if f.opaque || len(f.segments) == 0 {
+		// Every command that runs must be allowed, each by the text that
+		// says which program it is.
+		if len(f.opaque) > 0 || len(f.cmds) == 0 {
 			return false
 		}
-		for _, s := range f.segments {
-			if !r.anyCommand(s) {
+		for _, c := range f.cmds {
+			if c.transparent {
+				continue
+			}
+			if c.unallowable || !r.anyCommand(c.allow) {
 				return false
 			}
 		}
@@ -315,8 +344,8 @@ func (r *rule) matchCommands(f facts, strict bool) bool {
 	if r.anyCommand(f.line) {
 		return true
 	}
-	for _, s := range f.segments {
-		if r.anyCommand(s) {
+	for _, c := range f.cmds {
+		if r.anyCommand(c.text) || r.anyCommand(c.written) {
 			return true
 		}
 	}
