@@ -79,7 +79,9 @@ func New(o Options) *Adapter {
 	return &Adapter{o: o}
 }
 
-var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+// Compiled on first use: a counted repetition compiles into hundreds of
+// allocations, which every start of the binary would pay in package init.
+var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`) })
 
 // FromEnv reads the custom agent's configuration from the environment
 // variables above. ok is false when EnvCommand is unset: there is no custom
@@ -93,7 +95,7 @@ func FromEnv(getenv func(string) string) (o Options, ok bool) {
 	o.ID = DefaultID
 	var problems []string
 	if id := strings.TrimSpace(getenv(EnvID)); id != "" {
-		if idPattern.MatchString(id) {
+		if idPattern().MatchString(id) {
 			o.ID = id
 		} else {
 			problems = append(problems, fmt.Sprintf("%s=%q is not a valid agent id (lowercase letters, digits, '.', '_' and '-')", EnvID, id))

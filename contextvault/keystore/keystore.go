@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 )
 
 // Kinds of store, as `--key-store` names them.
@@ -68,11 +69,13 @@ func Open(o Options) (Store, error) {
 	return nil, fmt.Errorf("keystore: unknown key store %q (use %s or %s)", o.Kind, KindFile, KindKeychain)
 }
 
-var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
+// Compiled on first use: a counted repetition compiles into hundreds of
+// allocations, which every start of the binary would pay in package init.
+var validName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`) })
 
 // checkName keeps names safe as file names and keychain accounts.
 func checkName(name string) error {
-	if !validName.MatchString(name) {
+	if !validName().MatchString(name) {
 		return fmt.Errorf("keystore: %q is not a valid secret name (lowercase letters, digits, '.', '_', '-')", name)
 	}
 	return nil

@@ -195,7 +195,7 @@ func (m *Manager) gitDir(wt Worktree) string {
 // base and returns its full name. Anything else (a ref name, another
 // session's commit, the base itself) is refused.
 func (m *Manager) Resolve(ctx context.Context, wt Worktree, sha string) (string, error) {
-	if !hexSHA.MatchString(sha) {
+	if !hexSHA().MatchString(sha) {
 		return "", fmt.Errorf("%q: %w (give a hexadecimal commit id)", sha, ErrBadSHA)
 	}
 	dir := m.gitDir(wt)

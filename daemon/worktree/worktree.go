@@ -326,7 +326,9 @@ func envValue(env []string, key string) string {
 	return ""
 }
 
-var hexSHA = regexp.MustCompile(`^[0-9a-fA-F]{4,64}$`)
+// Compiled on first use: a counted repetition compiles into hundreds of
+// allocations, which every start of the binary would pay in package init.
+var hexSHA = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-fA-F]{4,64}$`) })
 
 // splitNul splits NUL-terminated output.
 func splitNul(s string) []string {

@@ -7,15 +7,12 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
-
+	"reeve.dev/reeve/internal/jsonschema"
 	"reeve.dev/reeve/server/sdk"
 )
 
@@ -24,9 +21,7 @@ type validator struct {
 	schemas map[string]*jsonschema.Schema
 }
 
-const schemaDocURL = "mem:///reeve/openapi.json"
-
-// newValidator compiles every request schema against a document laid out
+// newValidator compiles every request schema within a document laid out
 // like the OpenAPI document, so "#/components/schemas/X" references resolve
 // the same way in both.
 func newValidator() (*validator, error) {
@@ -37,18 +32,16 @@ func newValidator() (*validator, error) {
 	for name, s := range responseSchemas() {
 		comps[name] = toAny(s)
 	}
-	doc := map[string]any{
+	root, err := jsonschema.Compile(map[string]any{
 		"$schema":    "https://json-schema.org/draft/2020-12/schema",
 		"components": map[string]any{"schemas": comps},
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	if err := c.AddResource(schemaDocURL, doc); err != nil {
-		return nil, fmt.Errorf("load schemas: %w", err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("compile schemas: %w", err)
 	}
 	v := &validator{schemas: map[string]*jsonschema.Schema{}}
 	for name := range requestSchemas() {
-		sch, err := c.Compile(schemaDocURL + "#/components/schemas/" + name)
+		sch, err := root.Sub("#/components/schemas/" + name)
 		if err != nil {
 			return nil, fmt.Errorf("compile schema %s: %w", name, err)
 		}
@@ -57,85 +50,44 @@ func newValidator() (*validator, error) {
 	return v, nil
 }
 
-// toAny round-trips a schema through JSON types, which the compiler needs
-// (it does not accept Go map types other than map[string]any, nor ints).
-func toAny(s schema) any {
-	var conv func(v any) any
-	conv = func(v any) any {
-		switch x := v.(type) {
-		case schema:
-			m := make(map[string]any, len(x))
-			for k, e := range x {
-				m[k] = conv(e)
-			}
-			return m
-		case []any:
-			out := make([]any, len(x))
-			for i, e := range x {
-				out[i] = conv(e)
-			}
-			return out
-		case int:
-			return float64(x)
-		default:
-			return v
-		}
-	}
-	return conv(s)
-}
-
-// validate checks v against the named schema and lists field errors.
+// validate checks v against the named schema and lists field errors, one
+// per failure (each alternative's, for a value that matches none).
 func (v *validator) validate(name string, doc any) []sdk.ErrorDetail {
 	sch, ok := v.schemas[name]
 	if !ok {
 		return []sdk.ErrorDetail{{Message: "no schema " + name}}
 	}
-	err := sch.Validate(doc)
-	if err == nil {
-		return nil
-	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return []sdk.ErrorDetail{{Message: err.Error()}}
-	}
 	var out []sdk.ErrorDetail
-	seen := map[string]bool{}
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			field := ""
-			if len(e.InstanceLocation) > 0 {
-				field = "/" + strings.Join(e.InstanceLocation, "/")
-			}
-			// Required-property errors sit on the parent; point at the field.
-			if req, ok := e.ErrorKind.(*kind.Required); ok {
-				for _, p := range req.Missing {
-					k := field + "/" + p + "\x00required"
-					if !seen[k] {
-						seen[k] = true
-						out = append(out, sdk.ErrorDetail{Field: field + "/" + p, Message: "is required"})
-					}
-				}
-				return
-			}
-			msg := e.ErrorKind.LocalizedString(printer)
-			k := field + "\x00" + msg
-			if !seen[k] {
-				seen[k] = true
-				out = append(out, sdk.ErrorDetail{Field: field, Message: msg})
-			}
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
+	seen := map[sdk.ErrorDetail]bool{}
+	add := func(d sdk.ErrorDetail) {
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
 		}
 	}
-	walk(ve)
+	var walk func(errs []*jsonschema.Error)
+	walk = func(errs []*jsonschema.Error) {
+		for _, e := range errs {
+			field := e.Pointer()
+			switch {
+			case len(e.Branches) > 0 && !slices.ContainsFunc(e.Branches, func(b []*jsonschema.Error) bool { return len(b) == 0 }):
+				for _, b := range e.Branches {
+					walk(b)
+				}
+			case e.Keyword == "required":
+				// Point at the missing field rather than its parent.
+				for _, p := range e.Names {
+					add(sdk.ErrorDetail{Field: field + "/" + p, Message: "is required"})
+				}
+			default:
+				add(sdk.ErrorDetail{Field: field, Message: e.Message})
+			}
+		}
+	}
+	walk(sch.Validate(doc))
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Field < out[j].Field })
 	return out
 }
-
-var printer = message.NewPrinter(language.English)
 
 // readBody enforces the size limit, the media type and JSON syntax, then
 // validates the route's schema. Routes without a documented body ignore
@@ -168,7 +120,7 @@ func (s *Server) readBody(c *call) error {
 			return errorf(http.StatusUnsupportedMediaType, sdk.CodeUnsupportedMedia, "the body must be application/json, got %q", ct)
 		}
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	doc, err := jsonschema.Decode(data)
 	if err != nil {
 		return errorf(http.StatusBadRequest, sdk.CodeInvalidJSON, "the body is not valid JSON: %v", err)
 	}
@@ -217,4 +169,31 @@ func queryInt(c *call, name string, def int64) int64 {
 		}
 	}
 	return def
+}
+
+// toAny round-trips a schema through JSON types: schema maps become
+// map[string]any and ints float64, as a decoded JSON document has them.
+func toAny(s schema) any {
+	var conv func(v any) any
+	conv = func(v any) any {
+		switch x := v.(type) {
+		case schema:
+			m := make(map[string]any, len(x))
+			for k, e := range x {
+				m[k] = conv(e)
+			}
+			return m
+		case []any:
+			out := make([]any, len(x))
+			for i, e := range x {
+				out[i] = conv(e)
+			}
+			return out
+		case int:
+			return float64(x)
+		default:
+			return v
+		}
+	}
+	return conv(s)
 }

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Every command of the binary pays for the package init of everything the
+// binary links, before it reads a flag. These budgets keep heavy inits out:
+// a JSON-Schema library that compiled five metaschemas in init cost 21k
+// allocations, and a package-level regexp with a counted repetition like
+// {0,127} costs over a thousand. Today the whole binary allocates about
+// 2k times in init; the largest single package (a YAML library) under 300.
+const (
+	initAllocBudget        = 4000
+	initPackageAllocBudget = 400
+)
+
+// TestStartupInitBudget runs the built binary with the runtime's init trace
+// and fails, naming the packages, when package init allocates more than the
+// budgets allow. Counting allocations rather than time keeps it independent
+// of the machine's load.
+func TestStartupInitBudget(t *testing.T) {
+	cmd := exec.Command(reeveBin, "--version")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1", "REEVE_HOME="+t.TempDir())
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	total, packages := 0, 0
+	var heavy []string
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		// init PKG @T ms, C ms clock, B bytes, A allocs
+		f := strings.Fields(sc.Text())
+		if len(f) < 11 || f[0] != "init" || f[10] != "allocs" {
+			continue
+		}
+		n, err := strconv.Atoi(f[9])
+		if err != nil {
+			t.Fatalf("unreadable init trace line %q", sc.Text())
+		}
+		packages++
+		total += n
+		if n > initPackageAllocBudget {
+			heavy = append(heavy, f[1]+" ("+f[9]+" allocs, "+f[7]+" bytes)")
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("reeve --version: %v", err)
+	}
+	if packages < 20 {
+		t.Fatalf("the init trace named only %d packages: is GODEBUG=inittrace still honoured?", packages)
+	}
+	if len(heavy) > 0 {
+		t.Errorf("package init allocates more than %d times in: %s; defer the work to first use (sync.OnceValue)", initPackageAllocBudget, strings.Join(heavy, ", "))
+	}
+	if total > initAllocBudget {
+		t.Errorf("package init allocates %d times in all, the budget is %d", total, initAllocBudget)
+	}
+	t.Logf("%d packages initialised with %d allocations", packages, total)
+}
