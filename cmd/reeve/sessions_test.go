@@ -338,7 +338,7 @@ func TestSessionBadInput(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"unknown agent", []string{"run", work, "--agent", "nope", "--prompt", "x"}, 2, "available: claude, codex, shell, cat"},
+		{"unknown agent", []string{"run", work, "--agent", "nope", "--prompt", "x"}, 2, "available: claude, codex, gemini, shell, cat"},
 		{"missing directory", []string{"run", filepath.Join(work, "gone"), "--prompt", "x"}, 4, "does not exist"},
 		{"missing prompt", []string{"run", work}, 2, "prompt"},
 		{"empty prompt", []string{"run", work, "--prompt", ""}, 2, "prompt"},
