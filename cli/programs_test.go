@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"reeve.dev/reeve/server/host"
 	"reeve.dev/reeve/server/store"
@@ -40,5 +41,17 @@ func testPrograms() Programs {
 			return ServerInviteResult{ID: r.Invitation.ID, Email: r.Invitation.Email, Role: r.Invitation.Role, ExpiresAt: r.Invitation.ExpiresAt, Token: r.Token, Link: r.Link}, err
 		},
 		DefaultDataDir: host.DefaultDataDir,
+		Migrate: func(ctx context.Context, o ServerDBRequest) (ServerMigration, error) {
+			m, err := host.Migrate(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL})
+			return ServerMigration(m), err
+		},
+		Export: func(ctx context.Context, o ServerDBRequest, w io.Writer) (ServerDumpSummary, error) {
+			s, err := host.Export(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL}, w)
+			return ServerDumpSummary(s), err
+		},
+		Import: func(ctx context.Context, o ServerDBRequest, r io.Reader) (ServerDumpSummary, error) {
+			s, err := host.Import(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL}, r)
+			return ServerDumpSummary(s), err
+		},
 	}}
 }

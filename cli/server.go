@@ -50,6 +50,10 @@ type ServerPrograms struct {
 	DefaultDataDir  func() string
 	// Invite creates a workspace invitation on the data directory.
 	Invite func(ctx context.Context, o ServerInviteRequest) (ServerInviteResult, error)
+	// Migrate, Export and Import work on the database directly.
+	Migrate func(ctx context.Context, o ServerDBRequest) (ServerMigration, error)
+	Export  func(ctx context.Context, o ServerDBRequest, w io.Writer) (ServerDumpSummary, error)
+	Import  func(ctx context.Context, o ServerDBRequest, r io.Reader) (ServerDumpSummary, error)
 }
 
 // ErrServerNotFound marks a control-plane error about something that does
@@ -102,6 +106,7 @@ func newServerCmd(env *Env) *cobra.Command {
 	cmd.AddCommand(newGroupCmd("token", "Manage API tokens as an operator", newServerTokenCreateCmd(env)))
 	cmd.AddCommand(newServerRelayCredentialCmd(env))
 	cmd.AddCommand(newServerInviteCmd(env))
+	cmd.AddCommand(newServerMigrateCmd(env), newServerExportCmd(env), newServerImportCmd(env))
 	return cmd
 }
 
@@ -134,7 +139,7 @@ func runServer(ctx context.Context, opts *serverOptions) error {
 		if strings.Contains(err.Error(), "not supported") || strings.Contains(err.Error(), "unsupported") {
 			return withExit(ExitUsage, err)
 		}
-		return err
+		return dbError(err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"reeve.dev/reeve/cli"
 	"reeve.dev/reeve/daemon/home"
@@ -77,5 +78,17 @@ func ServerPrograms() cli.ServerPrograms {
 			return cli.ServerInviteResult{ID: r.Invitation.ID, Email: r.Invitation.Email, Role: r.Invitation.Role, ExpiresAt: r.Invitation.ExpiresAt, Token: r.Token, Link: r.Link}, nil
 		},
 		DefaultDataDir: host.DefaultDataDir,
+		Migrate: func(ctx context.Context, o cli.ServerDBRequest) (cli.ServerMigration, error) {
+			m, err := host.Migrate(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL})
+			return cli.ServerMigration(m), err
+		},
+		Export: func(ctx context.Context, o cli.ServerDBRequest, w io.Writer) (cli.ServerDumpSummary, error) {
+			s, err := host.Export(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL}, w)
+			return cli.ServerDumpSummary(s), err
+		},
+		Import: func(ctx context.Context, o cli.ServerDBRequest, r io.Reader) (cli.ServerDumpSummary, error) {
+			s, err := host.Import(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL}, r)
+			return cli.ServerDumpSummary(s), err
+		},
 	}
 }

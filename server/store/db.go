@@ -35,7 +35,8 @@ type DB struct {
 	closed sync.Once
 	wg     sync.WaitGroup
 
-	version int // schema version after migration
+	version   int // schema version after migration
+	migration Migration
 }
 
 // Engines.

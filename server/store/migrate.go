@@ -92,11 +92,29 @@ type migrator interface {
 	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
 }
 
+// Migration is what opening a store did to its schema.
+type Migration struct {
+	Engine  string   `json:"engine"`
+	From    int      `json:"from"` // version before
+	To      int      `json:"to"`   // version after
+	Applied []string `json:"applied"`
+}
+
+// Migration reports the migrations applied when the store was opened.
+func (s *DB) Migration() Migration { return s.migration }
+
 // migrate applies every embedded migration of the engine not yet recorded,
 // in version order, each in its own transaction, and returns the schema
 // version. A database recording a version this build does not know is
 // refused before anything is applied.
-func migrate(ctx context.Context, db migrator, engine string) (int, error) {
+func migrate(ctx context.Context, db migrator, engine string) (Migration, error) {
+	res := Migration{Engine: engine, Applied: []string{}}
+	v, err := migrateInto(ctx, db, engine, &res)
+	res.To = v
+	return res, err
+}
+
+func migrateInto(ctx context.Context, db migrator, engine string, res *Migration) (int, error) {
 	ms, err := migrationsFor(engine)
 	if err != nil {
 		return 0, fmt.Errorf("migrate: %w", err)
@@ -121,6 +139,7 @@ func migrate(ctx context.Context, db migrator, engine string) (int, error) {
 		}
 		current = max(current, v)
 	}
+	res.From = current
 	insert := `INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)`
 	if engine == EnginePostgres {
 		insert = rebind(insert)
@@ -145,6 +164,7 @@ func migrate(ctx context.Context, db migrator, engine string) (int, error) {
 			return current, fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
 		current = m.Version
+		res.Applied = append(res.Applied, m.Name)
 	}
 	return current, nil
 }

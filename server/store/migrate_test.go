@@ -95,12 +95,14 @@ func TestConcurrentStartsMigrateOnce(t *testing.T) {
 	url := postgresEngine(t).url
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
+	applied := make(chan int, 8)
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			s, err := Open(context.Background(), url)
 			if err == nil {
+				applied <- len(s.Migration().Applied)
 				s.Close()
 			}
 			errs <- err
@@ -108,10 +110,23 @@ func TestConcurrentStartsMigrateOnce(t *testing.T) {
 	}
 	wg.Wait()
 	close(errs)
+	close(applied)
 	for err := range errs {
 		if err != nil {
 			t.Fatalf("concurrent open: %v", err)
 		}
+	}
+	migrators := 0
+	for n := range applied {
+		if n > 0 {
+			migrators++
+			if n != LatestSchemaVersion() {
+				t.Fatalf("one opener applied %d of %d migrations", n, LatestSchemaVersion())
+			}
+		}
+	}
+	if migrators != 1 {
+		t.Fatalf("%d openers applied migrations, want exactly 1", migrators)
 	}
 	db, err := sql.Open("pgx", url)
 	if err != nil {

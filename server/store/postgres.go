@@ -68,27 +68,28 @@ func OpenPostgres(ctx context.Context, url string, o PostgresOptions) (*DB, erro
 			return nil, err
 		}
 		s.version = v
+		s.migration = Migration{Engine: EnginePostgres, From: v, To: v, Applied: []string{}}
 		return s, nil
 	}
-	v, err := migratePostgres(ctx, db)
+	mig, err := migratePostgres(ctx, db)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	s.version = v
+	s.version, s.migration = mig.To, mig
 	return s, nil
 }
 
 // migratePostgres runs the migrations on one connection holding the
 // advisory lock: a replica that waits finds them applied.
-func migratePostgres(ctx context.Context, db *sql.DB) (int, error) {
+func migratePostgres(ctx context.Context, db *sql.DB) (Migration, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("migrate: %w", unavailable(err))
+		return Migration{}, fmt.Errorf("migrate: %w", unavailable(err))
 	}
 	defer conn.Close()
 	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLockKey)); err != nil {
-		return 0, fmt.Errorf("migrate: take the migration lock: %w", err)
+		return Migration{}, fmt.Errorf("migrate: take the migration lock: %w", err)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLockKey))
 	return migrate(ctx, conn, EnginePostgres)

@@ -80,7 +80,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
-	version, err := migrate(ctx, w, EngineSQLite)
+	mig, err := migrate(ctx, w, EngineSQLite)
 	if err != nil {
 		w.Close()
 		return nil, err
@@ -100,7 +100,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	}
 	r.SetMaxOpenConns(8)
 	r.SetMaxIdleConns(8)
-	s := &DB{engine: EngineSQLite, version: version, read: r, write: w, queue: make(chan *writeOp, 1024), done: make(chan struct{}), exited: make(chan struct{})}
+	s := &DB{engine: EngineSQLite, version: mig.To, migration: mig, read: r, write: w, queue: make(chan *writeOp, 1024), done: make(chan struct{}), exited: make(chan struct{})}
 	if err := s.prepareWrites(); err != nil {
 		r.Close()
 		w.Close()
