@@ -5,6 +5,7 @@ package agents
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -54,6 +55,30 @@ type Hook struct {
 	// longer than reeve's own decision timeout: an agent that kills a slow
 	// hook may let the tool run (Codex does), so reeve must answer first.
 	Timeout time.Duration
+	// Decide answers a permission request the agent makes in-band, on its
+	// own control channel (Claude Code's can_use_tool), through the same
+	// gate as the hooks. It blocks until decided and never allows unless
+	// reeve's gate did; ctx ends when the request is withdrawn. Adapters
+	// of agents with such a channel use it for every tool use, and the
+	// hooks stay as a second layer.
+	Decide func(ctx context.Context, u ToolUse) Verdict
+}
+
+// ToolUse is a tool use an agent asks permission for in-band.
+type ToolUse struct {
+	ToolUseID      string          // the agent's id of the call, which links it to its events
+	Tool           string          // the agent's tool name (Bash, Read, ...)
+	Input          json.RawMessage // the tool's input as the agent will run it
+	Cwd            string          // the directory it runs in, when the agent says
+	AgentSessionID string          // the agent's own session id, when known
+	Channel        string          // how it asked, e.g. "can_use_tool"
+}
+
+// Verdict is reeve's answer to a ToolUse. Anything but Allow is a deny.
+type Verdict struct {
+	Allow     bool
+	Reason    string // told to the agent (and so the model) on a deny
+	DecidedBy string // policy:<rule>, human, mode:bypass, ...
 }
 
 // Process is a running turn.

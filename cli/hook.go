@@ -49,12 +49,19 @@ func newHookCmd(env *Env) *cobra.Command {
 }
 
 // runHook never fails open: for PreToolUse every path that does not end in
-// the daemon's allow prints a deny, with a reason the agent can show.
+// the daemon's allow prints a deny, with a reason the agent can show, and
+// a PermissionRequest that cannot reach the daemon is denied too.
 func runHook(ctx context.Context, opts *hookOptions) error {
 	decide := hookbridge.Decides(opts.event)
 	deny := func(reason string) error {
-		if decide {
+		switch {
+		case decide:
 			_, err := opts.env.Out.Write(hookbridge.DecisionOutput(opts.event, hookbridge.Deny, reason))
+			return err
+		case opts.event == "PermissionRequest":
+			// The second layer: when reeve cannot be reached, the
+			// permission prompt is answered no before it goes anywhere.
+			_, err := opts.env.Out.Write(hookbridge.PermissionRequestOutput(reason))
 			return err
 		}
 		fmt.Fprintln(opts.env.Err, "reeve hook:", reason)

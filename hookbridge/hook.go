@@ -79,3 +79,22 @@ func PreToolUseOutput(decision, reason string) []byte {
 	}})
 	return append(b, '\n')
 }
+
+// PermissionRequestOutput is a PermissionRequest hook's answer in Claude
+// Code's format. reeve answers only to deny (when it cannot be reached):
+// otherwise the request goes on to the in-band channel, where the gate
+// decides it.
+func PermissionRequestOutput(reason string) []byte {
+	type decision struct {
+		Behavior string `json:"behavior"`
+		Message  string `json:"message,omitempty"`
+	}
+	type specific struct {
+		HookEventName string   `json:"hookEventName"`
+		Decision      decision `json:"decision"`
+	}
+	b, _ := json.Marshal(map[string]specific{"hookSpecificOutput": {
+		HookEventName: "PermissionRequest", Decision: decision{Behavior: Deny, Message: reason},
+	}})
+	return append(b, '\n')
+}

@@ -1,7 +1,8 @@
 // Package claude is the adapter for Claude Code run headless: one
-// `claude -p --output-format stream-json` process per turn, its JSON events
-// mapped onto session updates, and `--resume <session_id>` for the next
-// turn.
+// `claude -p --input-format stream-json --output-format stream-json`
+// process per turn, whose permission requests reeve answers in-band
+// (control.go), its JSON events mapped onto session updates, and
+// `--resume <session_id>` for the next turn.
 package claude
 
 import (
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"reeve.dev/reeve/agents"
 	"reeve.dev/reeve/agents/ptyrun"
@@ -25,7 +27,9 @@ const ID = "claude"
 const EnvPath = "REEVE_CLAUDE_PATH"
 
 // HookEvents are the Claude Code hook events a governed turn installs.
-var HookEvents = []string{"PreToolUse", "PostToolUse", "Notification", "UserPromptSubmit", "Stop", "SessionStart"}
+// PreToolUse decides through the gate and PermissionRequest denies when
+// reeve cannot be reached: a second layer behind the in-band channel.
+var HookEvents = []string{"PreToolUse", "PermissionRequest", "PostToolUse", "Notification", "UserPromptSubmit", "Stop", "SessionStart"}
 
 // Options configures the adapter.
 type Options struct {
@@ -33,6 +37,9 @@ type Options struct {
 	Getenv func(string) string
 	// LookPath finds claude on PATH; default exec.LookPath.
 	LookPath func(string) (string, error)
+	// InitTimeout bounds the control channel's handshake at the start of
+	// a turn; default DefaultInitTimeout.
+	InitTimeout time.Duration
 }
 
 // Adapter runs Claude Code.
@@ -67,10 +74,12 @@ func (a *Adapter) program() ptyrun.Program {
 	return ptyrun.Program{Name: "claude", EnvPath: EnvPath, Getenv: a.o.Getenv, LookPath: a.o.LookPath, Versions: &a.versions}
 }
 
-// Args is the command line (after the program name) for a turn. settings
-// is the hook settings file of a governed turn, "" for an unguarded one.
+// Args is the command line (after the program name) for a turn. The
+// prompt is not on it: it goes on stdin, through the control protocol.
+// settings is the settings file of a governed turn, "" for an unguarded
+// one.
 func Args(t agents.Turn, settings string) []string {
-	args := []string{"-p", "--output-format", "stream-json", "--verbose"}
+	args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"}
 	if t.Model != "" {
 		args = append(args, "--model", t.Model)
 	}
@@ -83,15 +92,14 @@ func Args(t agents.Turn, settings string) []string {
 		args = append(args, "--append-system-prompt", t.Context)
 	}
 	if settings != "" {
-		// Claude Code's default permission mode: a tool runs when the
-		// PreToolUse hook allows it, and is refused when the hook cannot
-		// answer, since nobody is there to ask.
-		args = append(args, "--settings", settings)
+		// Every permission Claude Code would ask a person for comes to
+		// reeve as a can_use_tool request on stdout; the settings make
+		// every tool use ask (permissions.ask "*") and install the hooks.
+		args = append(args, "--permission-prompt-tool", "stdio", "--settings", settings)
 	} else {
 		args = append(args, "--dangerously-skip-permissions")
 	}
-	// "--" so that a prompt starting with "-" is not taken for a flag.
-	return append(args, "--", t.Prompt)
+	return args
 }
 
 // writeSettings writes the per-session settings file that installs the
@@ -109,12 +117,16 @@ func writeSettings(t agents.Turn) (string, error) {
 	hooks := map[string][]matcher{}
 	for _, ev := range HookEvents {
 		timeout := 30
-		if ev == "PreToolUse" {
+		if ev == "PreToolUse" || ev == "PermissionRequest" {
 			timeout = int(t.Hook.Timeout.Seconds()) + 1
 		}
 		hooks[ev] = []matcher{{Matcher: "*", Hooks: []command{{Type: "command", Command: t.Hook.Command(ev), Timeout: timeout}}}}
 	}
-	b, err := json.MarshalIndent(map[string]any{"hooks": hooks}, "", "  ")
+	// An ask rule for every tool: without it Claude Code lets read-only
+	// tools (Read, ls, ...) run without asking, and a hook that failed to
+	// start would leave them undecided. With it, even a hook allow is
+	// followed by a can_use_tool request, which reeve answers.
+	b, err := json.MarshalIndent(map[string]any{"hooks": hooks, "permissions": map[string]any{"ask": []string{"*"}}}, "", "  ")
 	if err != nil {
 		return "", err
 	}
@@ -128,16 +140,23 @@ func writeSettings(t agents.Turn) (string, error) {
 	return path, nil
 }
 
-// StartTurn runs one `claude -p` process. Stdout is a pipe of stream-json
-// lines, each kept in <StateDir>/claude-<start-unix-nanos>.jsonl and
-// mapped onto events; stderr is kept for the error of a failed run.
+// StartTurn runs one Claude Code process for the turn. Stdout is a pipe
+// of stream-json lines, each kept in <StateDir>/claude-<start-unix-nanos>.jsonl
+// and mapped onto events; stdin carries the control protocol. Before the
+// prompt is sent, the control channel must answer its handshake: a turn
+// whose decision channel does not work does not start.
 func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit) (agents.Process, error) {
 	path, err := a.program().Find()
 	if err != nil {
 		return nil, err
 	}
 	settings := ""
+	var decide func(context.Context, agents.ToolUse) agents.Verdict
 	if t.Hook != nil {
+		if t.Hook.Decide == nil {
+			return nil, errors.New("claude: a governed turn needs an in-band decision function")
+		}
+		decide = t.Hook.Decide
 		if settings, err = writeSettings(t); err != nil {
 			return nil, err
 		}
@@ -156,17 +175,43 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 	if err != nil {
 		return nil, err
 	}
-	m := &mapper{emit: emit}
+	ctl := newControl(decide)
+	m := &mapper{emit: emit, control: ctl}
 	p, err := ptyrun.StartPipe(ctx, ptyrun.PipeOptions{
 		Path: path, Args: Args(t, settings), Dir: t.Dir, Env: env,
-		Line: m.line,
-		Raw:  evidence.Writer(),
+		Line:  m.line,
+		Raw:   evidence.Writer(),
+		Stdin: true,
 	})
 	if err != nil {
 		evidence.Close()
 		return nil, fmt.Errorf("claude: %w", err)
 	}
-	return &ptyrun.Turn{Proc: p, Evidence: evidence, Result: func(r ptyrun.Result) agents.TurnResult { return result(m, t.Resume, r) }}, nil
+	ctl.attach(p.Stdin())
+	fail := func(err error) (agents.Process, error) {
+		_ = p.Kill()
+		r := p.Wait()
+		ctl.shutdown()
+		evidence.Close()
+		return nil, fmt.Errorf("claude: the permission channel is not working, so the turn does not start: %w%s", err, ptyrun.StderrNote(r.Stderr, false, ""))
+	}
+	if err := ctl.initialize(a.initTimeout(), p.Done()); err != nil {
+		return fail(err)
+	}
+	if err := ctl.prompt(t.Prompt); err != nil {
+		return fail(fmt.Errorf("send the prompt: %w", err))
+	}
+	return &ptyrun.Turn{Proc: p, Evidence: evidence, Result: func(r ptyrun.Result) agents.TurnResult {
+		ctl.shutdown()
+		return result(m, t.Resume, r)
+	}}, nil
+}
+
+func (a *Adapter) initTimeout() time.Duration {
+	if a.o.InitTimeout > 0 {
+		return a.o.InitTimeout
+	}
+	return DefaultInitTimeout
 }
 
 func hasKey(env []string, key string) bool {

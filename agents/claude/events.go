@@ -14,16 +14,28 @@ import (
 // streamEvent is the part of a stream-json line the mapping reads. Claude
 // Code adds fields freely; unknown ones are ignored.
 type streamEvent struct {
-	Type      string          `json:"type"`
-	Subtype   string          `json:"subtype"`
-	SessionID string          `json:"session_id"`
-	Model     string          `json:"model"`
-	Message   *message        `json:"message"`
-	IsError   bool            `json:"is_error"`
-	Result    json.RawMessage `json:"result"`
-	Errors    json.RawMessage `json:"errors"`
-	CostUSD   *float64        `json:"total_cost_usd"`
-	Usage     *struct {
+	Type      string `json:"type"`
+	Subtype   string `json:"subtype"`
+	SessionID string `json:"session_id"`
+	Model     string `json:"model"`
+	// Message is an object on assistant and user lines, a string on
+	// some system lines (permission_denied).
+	Message       json.RawMessage `json:"message"`
+	ToolName      string          `json:"tool_name"`
+	ToolUseID     string          `json:"tool_use_id"`
+	Tag           string          `json:"tag"`
+	Content       json.RawMessage `json:"content"`
+	HookNoVerdict *struct {
+		HookEvent string `json:"hook_event"`
+		ToolUseID string `json:"tool_use_id"`
+		TimedOut  bool   `json:"timed_out"`
+	} `json:"hook_no_verdict"`
+	ToolUseResult json.RawMessage `json:"tool_use_result"`
+	IsError       bool            `json:"is_error"`
+	Result        json.RawMessage `json:"result"`
+	Errors        json.RawMessage `json:"errors"`
+	CostUSD       *float64        `json:"total_cost_usd"`
+	Usage         *struct {
 		InputTokens              int64 `json:"input_tokens"`
 		OutputTokens             int64 `json:"output_tokens"`
 		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
@@ -56,7 +68,8 @@ type block struct {
 // the one goroutine reading stdout; its state is read after the process
 // ended.
 type mapper struct {
-	emit agents.Emit
+	emit    agents.Emit
+	control *control // the in-band channel; nil in tests of the mapping alone
 
 	sessionID string
 	model     string // from system/init, for usage when modelUsage is unclear
@@ -71,9 +84,26 @@ func (m *mapper) line(raw []byte) {
 	}
 	var ev streamEvent
 	if err := json.Unmarshal(raw, &ev); err != nil {
-		m.emit(agents.Event{Kind: wire.KindError, Data: wire.Error{
-			Message: fmt.Sprintf("claude printed a line that is not stream-json: %s", clip(string(raw), 300)),
-		}})
+		if !json.Valid(raw) {
+			m.emit(agents.Event{Kind: wire.KindError, Data: wire.Error{
+				Message: fmt.Sprintf("claude printed a line that is not stream-json: %s", clip(string(raw), 300)),
+			}})
+			return
+		}
+		// Valid JSON of a shape this version does not expect: kept as
+		// evidence, read for what it can tell.
+		var head struct{ Type, Subtype string }
+		json.Unmarshal(raw, &head)
+		ev = streamEvent{Type: head.Type, Subtype: head.Subtype}
+	}
+	switch ev.Type {
+	case "control_request", "control_response", "control_cancel_request":
+		if m.control == nil {
+			return
+		}
+		if err := m.control.handle(raw, m.sessionID); err != nil {
+			m.emit(agents.Event{Kind: wire.KindError, Data: wire.Error{Message: "claude control channel: " + err.Error()}})
+		}
 		return
 	}
 	if m.sessionID == "" && ev.SessionID != "" {
@@ -81,11 +111,28 @@ func (m *mapper) line(raw []byte) {
 	}
 	switch ev.Type {
 	case "system":
-		if ev.Subtype == "init" {
+		switch ev.Subtype {
+		case "init":
 			if ev.SessionID != "" {
 				m.sessionID = ev.SessionID
 			}
 			m.model = ev.Model
+		case "permission_denied":
+			// Claude Code refused a tool use itself (a rule, a hook's
+			// deny): on the record with the call it belongs to.
+			var msg string
+			json.Unmarshal(ev.Message, &msg)
+			m.emit(agents.Event{Kind: wire.KindPermissionDecision, Data: wire.PermissionDecision{
+				Tool: ev.ToolName, ToolUseID: ev.ToolUseID, Decision: "deny", DecidedBy: "agent", Reason: msg, Channel: "claude",
+			}})
+		case "informational":
+			if ev.HookNoVerdict != nil {
+				// A hook that failed to answer: the in-band channel still
+				// decides, but the second layer is down and that is news.
+				m.emit(agents.Event{Kind: wire.KindError, Data: wire.Error{Message: fmt.Sprintf(
+					"claude's %s hook gave no verdict for tool use %s (timed out: %v); the in-band channel decided it",
+					ev.HookNoVerdict.HookEvent, ev.HookNoVerdict.ToolUseID, ev.HookNoVerdict.TimedOut)}})
+			}
 		}
 	case "assistant":
 		for _, b := range blocks(ev.Message) {
@@ -111,6 +158,10 @@ func (m *mapper) line(raw []byte) {
 		}
 	case "result":
 		m.result(ev)
+		if m.control != nil {
+			// One prompt per process: closing stdin lets Claude Code exit.
+			m.control.closeInput()
+		}
 	}
 }
 
@@ -170,8 +221,9 @@ func (m *mapper) usageModel(models map[string]json.RawMessage) string {
 	return strings.Join(keys, ",")
 }
 
-func blocks(msg *message) []block {
-	if msg == nil {
+func blocks(raw json.RawMessage) []block {
+	var msg message
+	if len(raw) == 0 || json.Unmarshal(raw, &msg) != nil {
 		return nil
 	}
 	var bs []block

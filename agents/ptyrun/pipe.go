@@ -40,6 +40,10 @@ type PipeOptions struct {
 	MaxLine int
 	// DrainTimeout: see DefaultDrainTimeout.
 	DrainTimeout time.Duration
+	// Stdin, when set, gives the program a pipe for stdin instead of
+	// /dev/null; Process.Stdin writes to it (agents with a control
+	// protocol on stdin).
+	Stdin bool
 }
 
 // StartPipe runs the program with stdin on /dev/null, stdout read as lines
@@ -61,9 +65,22 @@ func StartPipe(ctx context.Context, o PipeOptions) (*Process, error) {
 		outW.Close()
 		return nil, fmt.Errorf("stderr pipe: %w", err)
 	}
+	var inR, inW *os.File
+	if o.Stdin {
+		if inR, inW, err = os.Pipe(); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return nil, fmt.Errorf("stdin pipe: %w", err)
+		}
+	}
 	cmd := exec.Command(o.Path, o.Args...)
 	cmd.Dir, cmd.Env = o.Dir, o.Env
 	cmd.Stdout, cmd.Stderr = outW, errW
+	if inR != nil {
+		cmd.Stdin = inR
+	}
 	// Pdeathsig: an agent must not outlive a daemon worker that was killed
 	// outright; nothing would record or stop it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -90,15 +107,26 @@ func StartPipe(ctx context.Context, o PipeOptions) (*Process, error) {
 	tail := &tailBuffer{max: stderrTail}
 	stderr := &drainer{f: errR, drain: drain, handle: tail.write}
 
-	p := &Process{cmd: cmd}
-	err = p.start(ctx, []*drainer{stdout, stderr}, func(r *Result) { r.Stderr = tail.String() })
+	p := &Process{cmd: cmd, stdin: inW}
+	err = p.start(ctx, []*drainer{stdout, stderr}, func(r *Result) {
+		r.Stderr = tail.String()
+		if inW != nil {
+			inW.Close()
+		}
+	})
 	// The child has its own copies of the write ends; ours would keep the
 	// pipes open forever.
 	outW.Close()
 	errW.Close()
+	if inR != nil {
+		inR.Close()
+	}
 	if err != nil {
 		outR.Close()
 		errR.Close()
+		if inW != nil {
+			inW.Close()
+		}
 		return nil, fmt.Errorf("start %s: %w", o.Path, err)
 	}
 	return p, nil

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sync"
@@ -53,6 +54,7 @@ type Process struct {
 	cmd    *exec.Cmd
 	pgid   int
 	master *os.File // the PTY master; nil for StartPipe
+	stdin  *os.File // the write end of stdin, for StartPipe with Stdin
 	reaper *reaper  // the worker's side of the reaper the program runs under
 
 	exited chan struct{} // closed when the leader has been reaped
@@ -157,6 +159,16 @@ func (p *Process) signal(sig syscall.Signal) error {
 		return fmt.Errorf("signal process group %d: %w", p.pgid, err)
 	}
 	return nil
+}
+
+// Stdin is the write end of the program's stdin, for StartPipe with
+// PipeOptions.Stdin; nil otherwise. It is closed when the process has
+// ended; closing it earlier tells the program that no more input comes.
+func (p *Process) Stdin() io.WriteCloser {
+	if p.stdin == nil {
+		return nil
+	}
+	return p.stdin
 }
 
 // Input writes to the process's terminal as if typed. Processes started

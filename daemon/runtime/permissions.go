@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -76,6 +77,9 @@ func (m *Manager) hookFor(sessionID string) *agents.Hook {
 				shellQuote(m.opts.HookProgram.Path), shellQuote(event), shellQuote(string(m.opts.Home)), shellQuote(sessionID), hookWait)
 		},
 		Timeout: timeout + 30*time.Second,
+		Decide: func(ctx context.Context, u agents.ToolUse) agents.Verdict {
+			return m.decideInBand(ctx, sessionID, u)
+		},
 	}
 }
 
@@ -100,8 +104,50 @@ func (m *Manager) Hook(ctx context.Context, sessionID string, payload []byte) (w
 	if in.HookEventName != "PreToolUse" {
 		return wire.HookAnswer{}, nil
 	}
+	d := m.decideToolUse(ctx, sess, toolQuery{Tool: in.ToolName, Input: in.ToolInput, ToolUseID: in.ToolUseID, Cwd: in.Cwd, Channel: "PreToolUse"})
+	return wire.HookAnswer{Decision: d.Decision, Reason: d.Reason, DecidedBy: d.DecidedBy}, nil
+}
+
+// toolQuery is one tool use to decide, from whichever channel asked.
+type toolQuery struct {
+	Tool      string
+	Input     json.RawMessage
+	ToolUseID string
+	Cwd       string
+	Channel   string
+}
+
+// decideInBand answers a permission request an agent made on its own
+// control channel (agents.Hook.Decide). A tool use its PreToolUse hook
+// already decided gets that decision, so that one tool use is decided
+// once whichever layers it passes; otherwise the gate decides it.
+func (m *Manager) decideInBand(ctx context.Context, sessionID string, u agents.ToolUse) agents.Verdict {
+	sess, err := m.session(ctx, sessionID)
+	if err != nil {
+		return agents.Verdict{Reason: "reeve cannot find the session: " + err.Error(), DecidedBy: "daemon"}
+	}
+	if sess.Status.Terminal() {
+		return agents.Verdict{Reason: fmt.Sprintf("session %s has ended (%s)", sessionID, sess.Status), DecidedBy: "daemon"}
+	}
+	if u.AgentSessionID != "" {
+		if err := m.bindAgentSession(ctx, sessionID, u.AgentSessionID); err != nil {
+			return agents.Verdict{Reason: err.Error(), DecidedBy: "daemon"}
+		}
+	}
+	q := toolQuery{Tool: u.Tool, Input: u.Input, ToolUseID: u.ToolUseID, Cwd: u.Cwd, Channel: u.Channel}
+	if d, ok := m.takeDecided(sessionID, q); ok {
+		return agents.Verdict{Allow: d.Decision == hookbridge.Allow, Reason: d.Reason, DecidedBy: d.DecidedBy}
+	}
+	d := m.decideToolUse(ctx, sess, q)
+	return agents.Verdict{Allow: d.Decision == hookbridge.Allow, Reason: d.Reason, DecidedBy: d.DecidedBy}
+}
+
+// decideToolUse runs the gate for one tool use and puts the decision on
+// the record, linked to the call by its tool-use id.
+func (m *Manager) decideToolUse(ctx context.Context, sess store.Session, q toolQuery) hookbridge.Decision {
+	sessionID := sess.ID
 	gate := hookbridge.Gate{
-		Policy: m.policyFor(ctx, sess, in.Cwd),
+		Policy: m.policyFor(ctx, sess, q.Cwd),
 		Mode:   m.mode(ctx, sessionID),
 		Broker: m.broker,
 		Asked: func(req hookbridge.Request) {
@@ -110,10 +156,154 @@ func (m *Manager) Hook(ctx context.Context, sessionID string, payload []byte) (w
 			m.Notify(control.Notice{SessionID: sessionID, Frame: wire.HookPermissionRequest{Type: wire.TypeHookPermissionRequest, Request: req}})
 		},
 	}
-	d := gate.Decide(ctx, hookbridge.Request{SessionID: sessionID, Agent: sess.Agent, Tool: in.ToolName, Input: in.ToolInput, ToolUseID: in.ToolUseID})
-	d.SessionID, d.Tool = sessionID, in.ToolName
+	d := gate.Decide(ctx, hookbridge.Request{SessionID: sessionID, Agent: sess.Agent, Tool: q.Tool, Input: q.Input, ToolUseID: q.ToolUseID})
+	d.SessionID, d.Tool, d.ToolUseID, d.Channel = sessionID, q.Tool, q.ToolUseID, q.Channel
+	d.Command, d.Paths = whatIsDecided(q.Input)
 	m.recordDecision(sessionID, d)
-	return wire.HookAnswer{Decision: d.Decision, Reason: d.Reason, DecidedBy: d.DecidedBy}, nil
+	if q.ToolUseID != "" && q.Channel == "PreToolUse" {
+		m.rememberDecided(sessionID, q, d)
+	}
+	return d
+}
+
+// decidedKey names a decided tool use of a session.
+func decidedKey(sessionID, toolUseID string) string { return sessionID + "\x00" + toolUseID }
+
+// maxDecided bounds the hook decisions kept for the in-band channel to
+// confirm, per worker; the oldest go first.
+const maxDecided = 4096
+
+// rememberDecided keeps a hook's decision until the in-band request for
+// the same tool use comes (Claude Code asks both ways).
+func (m *Manager) rememberDecided(sessionID string, q toolQuery, d hookbridge.Decision) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.decided) >= maxDecided {
+		for k := range m.decided {
+			delete(m.decided, k)
+			break
+		}
+	}
+	m.decided[decidedKey(sessionID, q.ToolUseID)] = decidedUse{tool: q.Tool, input: compactJSON(q.Input), d: d}
+}
+
+// takeDecided returns (and forgets) the hook's decision of the same tool
+// use: same id, same tool and the same input, so an input changed between
+// the two layers is decided afresh.
+func (m *Manager) takeDecided(sessionID string, q toolQuery) (hookbridge.Decision, bool) {
+	if q.ToolUseID == "" {
+		return hookbridge.Decision{}, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := decidedKey(sessionID, q.ToolUseID)
+	du, ok := m.decided[k]
+	if !ok {
+		return hookbridge.Decision{}, false
+	}
+	delete(m.decided, k)
+	if du.tool != q.Tool || du.input != compactJSON(q.Input) {
+		return hookbridge.Decision{}, false
+	}
+	return du.d, true
+}
+
+// forgetDecided drops a session's kept decisions (its turn ended).
+func (m *Manager) forgetDecided(sessionID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prefix := sessionID + "\x00"
+	for k := range m.decided {
+		if strings.HasPrefix(k, prefix) {
+			delete(m.decided, k)
+		}
+	}
+}
+
+type decidedUse struct {
+	tool, input string
+	d           hookbridge.Decision
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// whatIsDecided names what a tool use does, for the record: the command
+// of a shell tool, the files of a write, an edit or a patch.
+func whatIsDecided(input json.RawMessage) (string, []string) {
+	var in struct {
+		Command  json.RawMessage `json:"command"`
+		Cmd      json.RawMessage `json:"cmd"`
+		FilePath string          `json:"file_path"`
+		Path     string          `json:"path"`
+		Notebook string          `json:"notebook_path"`
+		Patch    string          `json:"patch"`
+		Input    string          `json:"input"`
+	}
+	if json.Unmarshal(input, &in) != nil {
+		return "", nil
+	}
+	command := ""
+	for _, raw := range []json.RawMessage{in.Command, in.Cmd} {
+		if len(raw) == 0 {
+			continue
+		}
+		var s string
+		var argv []string
+		if json.Unmarshal(raw, &s) == nil {
+			command = s
+		} else if json.Unmarshal(raw, &argv) == nil {
+			command = strings.Join(argv, " ")
+		}
+		if command != "" {
+			break
+		}
+	}
+	var paths []string
+	for _, p := range []string{in.FilePath, in.Path, in.Notebook} {
+		if p != "" {
+			paths = append(paths, p)
+		}
+	}
+	// A patch (Codex apply_patch, as its own input or as the "command")
+	// names its files on its header lines.
+	for _, text := range []string{in.Patch, in.Input, command} {
+		paths = append(paths, patchPaths(text)...)
+	}
+	if len(patchPaths(command)) > 0 {
+		command = "" // the patch is named by its files, not its text
+	}
+	return clipText(command, 2000), paths
+}
+
+// patchPaths lists the files of an apply_patch envelope or unified diff.
+func patchPaths(text string) []string {
+	if !strings.Contains(text, "*** Begin Patch") && !strings.Contains(text, "\n+++ ") {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		for _, p := range []string{"*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ", "+++ b/", "+++ "} {
+			if rest, ok := strings.CutPrefix(line, p); ok && rest != "/dev/null" {
+				out = append(out, strings.TrimSpace(rest))
+				break
+			}
+		}
+	}
+	return out
+}
+
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 // recordDecision puts a decision on the record: an event in the log, an
@@ -123,6 +313,7 @@ func (m *Manager) recordDecision(sessionID string, d hookbridge.Decision) {
 	m.logFailure(sessionID, "record approval in manifest", m.updateManifest(m.ctx, sessionID, func(mf *wire.Manifest) {
 		mf.Approvals = append(mf.Approvals, wire.Approval{
 			RequestID: d.RequestID, Tool: d.Tool, Decision: d.Decision, DecidedBy: d.DecidedBy, Reason: d.Reason, At: d.At,
+			ToolUseID: d.ToolUseID, Channel: d.Channel, Command: d.Command, Paths: d.Paths,
 		})
 	}))
 	if d.RequestID != "" {

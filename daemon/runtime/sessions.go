@@ -102,10 +102,13 @@ type Manager struct {
 	// modes and agentSessions cache what hooks consult on every call.
 	modes         map[string]string
 	agentSessions map[string]string
-	closing       bool
-	listeners     map[int]func(control.Notice)
-	nextL         int
-	turns         sync.WaitGroup
+	// decided keeps hook decisions for the in-band channel to confirm
+	// (permissions.go).
+	decided   map[string]decidedUse
+	closing   bool
+	listeners map[int]func(control.Notice)
+	nextL     int
+	turns     sync.WaitGroup
 }
 
 // NewManager builds a manager. Sessions left active by a worker that died
@@ -125,7 +128,7 @@ func NewManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 	m := &Manager{
 		opts: opts, ctx: mctx, cancel: cancel, slots: map[string]*slot{}, listeners: map[int]func(control.Notice){},
 		broker: hookbridge.NewBroker(hookbridge.BrokerOptions{Timeout: opts.HookTimeout}),
-		modes:  map[string]string{}, agentSessions: map[string]string{},
+		modes:  map[string]string{}, agentSessions: map[string]string{}, decided: map[string]decidedUse{},
 		worktrees: newWorktrees(opts),
 	}
 	for _, id := range ids {
@@ -388,6 +391,7 @@ func (m *Manager) endTurn(sessionID string, status store.Status, reason string, 
 	}
 	// A request the agent can no longer act on must not wait for a human.
 	m.broker.DenyPending(sessionID, "the turn ended before anyone decided")
+	m.forgetDecided(sessionID)
 	m.logFailure(sessionID, "update manifest", m.updateManifest(ctx, sessionID, func(mf *wire.Manifest) {
 		mf.Turns++
 		if res.Resume != "" {

@@ -44,6 +44,17 @@ type PermissionDecision struct {
 	Reason    string    `json:"reason,omitempty"`
 	Remember  bool      `json:"remember,omitempty"` // holds for the rest of the session
 	At        time.Time `json:"at"`
+	// ToolUseID is the agent's id of the call, which links the decision
+	// to its tool-call and tool-result events.
+	ToolUseID string `json:"tool_use_id,omitempty"`
+	// Channel is how the agent asked: "PreToolUse" (its hook),
+	// "can_use_tool" (Claude Code in-band), or, with decided_by "agent",
+	// the agent that refused the call by itself.
+	Channel string `json:"channel,omitempty"`
+	// Command and Paths name what was decided: the command line of a
+	// shell tool, the files a write or a patch touches.
+	Command string   `json:"command,omitempty"`
+	Paths   []string `json:"paths,omitempty"`
 }
 
 // RespondPermissionRequest decides a pending permission request.

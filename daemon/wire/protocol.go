@@ -276,6 +276,10 @@ type Approval struct {
 	DecidedBy string    `json:"decided_by"`
 	Reason    string    `json:"reason,omitempty"`
 	At        time.Time `json:"at"`
+	ToolUseID string    `json:"tool_use_id,omitempty"`
+	Channel   string    `json:"channel,omitempty"`
+	Command   string    `json:"command,omitempty"` // the command line decided, for shell tools
+	Paths     []string  `json:"paths,omitempty"`   // the files decided, for writes, edits and patches
 }
 
 // EventPage is the body of GET /api/sessions/{id}/events.
