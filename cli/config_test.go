@@ -38,13 +38,13 @@ func writeConfigFile(t *testing.T, dir, name, content string) string {
 func TestConfigResolveHuman(t *testing.T) {
 	home := t.TempDir()
 	file := writeConfigFile(t, home, "config.yaml", "profile: lan\nallowed_hosts: [a.example, b.example]\n")
-	env, out, errb := configTestEnv(map[string]string{"REEVE_AUTH": "true"})
+	env, _, errb := configTestEnv(map[string]string{"REEVE_AUTH": "true"})
 	code := Execute(context.Background(), env, []string{"config", "resolve", "--home", home, "--listen-typo-guard-not-a-flag"})
 	if code != ExitUsage {
 		t.Fatalf("unknown flag: exit %d, want %d (stderr %q)", code, ExitUsage, errb)
 	}
 
-	env, out, errb = configTestEnv(map[string]string{"REEVE_AUTH": "true"})
+	env, out, errb := configTestEnv(map[string]string{"REEVE_AUTH": "true"})
 	code = Execute(context.Background(), env, []string{"config", "resolve", "--home", home})
 	if code != ExitOK {
 		t.Fatalf("exit %d, stderr %q", code, errb)

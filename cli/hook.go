@@ -42,7 +42,7 @@ func newHookCmd(env *Env) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&opts.home, "home", "", "daemon home")
 	cmd.Flags().StringVar(&opts.session, "session", "", "reeve session id")
-	cmd.Flags().IntVar(&opts.timeout, "timeout", 630, "seconds to wait for a decision before denying")
+	cmd.Flags().IntVar(&opts.timeout, "timeout", 630, "seconds from start to answer (reading the input included) before denying")
 	cmd.MarkFlagRequired("home")
 	cmd.MarkFlagRequired("session")
 	return cmd
@@ -67,9 +67,37 @@ func runHook(ctx context.Context, opts *hookOptions) error {
 		fmt.Fprintln(opts.env.Err, "reeve hook:", reason)
 		return nil
 	}
-	payload, err := io.ReadAll(io.LimitReader(opts.env.In, maxHookInput+1))
-	if err != nil {
-		return deny("reeve could not read the hook input: " + err.Error())
+	// The timeout bounds everything from start to answer: an agent that
+	// never closes stdin gets its deny on time too.
+	timeout := time.Duration(opts.timeout) * time.Second
+	if timeout <= 0 {
+		timeout = 630 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	late := func() error {
+		return deny(fmt.Sprintf("reeve got no decision within %s, so the tool use is denied", timeout))
+	}
+	type read struct {
+		b   []byte
+		err error
+	}
+	got := make(chan read, 1)
+	go func() {
+		// Left blocked on a stdin that never ends when the deadline wins;
+		// the command returns and the process exits.
+		b, err := io.ReadAll(io.LimitReader(opts.env.In, maxHookInput+1))
+		got <- read{b, err}
+	}()
+	var payload []byte
+	select {
+	case <-ctx.Done():
+		return late()
+	case r := <-got:
+		if r.err != nil {
+			return deny("reeve could not read the hook input: " + r.err.Error())
+		}
+		payload = r.b
 	}
 	if len(payload) > maxHookInput {
 		return deny("reeve refused a hook input over 8 MiB")
@@ -77,23 +105,24 @@ func runHook(ctx context.Context, opts *hookOptions) error {
 	if _, err := hookbridge.ParseInput(payload); err != nil {
 		return deny("reeve could not read the hook input: " + err.Error())
 	}
-	timeout := time.Duration(opts.timeout) * time.Second
-	if timeout <= 0 {
-		timeout = 630 * time.Second
+	left := time.Until(deadlineOf(ctx))
+	if left <= 0 {
+		return late()
 	}
-	c, _, err := controlclient.FromHome(home.Dir(opts.home), timeout)
+	c, _, err := controlclient.FromHome(home.Dir(opts.home), left)
 	if errors.Is(err, fs.ErrNotExist) {
 		return deny("the reeve daemon is not running, so nobody can approve this tool use")
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return late()
+		}
 		return deny("reeve cannot reach its daemon: " + err.Error())
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	ans, err := c.Hook(ctx, opts.session, payload)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return deny(fmt.Sprintf("reeve got no decision within %s, so the tool use is denied", timeout))
+			return late()
 		}
 		return deny("reeve denied the tool use: " + err.Error())
 	}
@@ -106,4 +135,9 @@ func runHook(ctx context.Context, opts *hookOptions) error {
 	}
 	_, err = opts.env.Out.Write(hookbridge.DecisionOutput(opts.event, ans.Decision, reason))
 	return err
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }

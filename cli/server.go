@@ -205,7 +205,7 @@ func runServerTokenCreate(ctx context.Context, opts *serverTokenOptions) error {
 		return err
 	}
 	if opts.json {
-		return writeJSON(opts.env.Out, serverTokenInfo{Token: res.Token, TokenID: res.TokenID, UserID: res.UserID, CreatedWorkspace: res.CreatedWorkspace})
+		return writeJSON(opts.env.Out, serverTokenInfo(res))
 	}
 	if res.CreatedWorkspace {
 		fmt.Fprintf(opts.env.Err, "created a workspace owned by %s\n", opts.user)

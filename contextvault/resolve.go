@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"reeve.dev/reeve/contextvault/entrylog"
@@ -231,16 +230,6 @@ func (r Resolved) Markdown() string {
 		fmt.Fprintf(&b, "_%s_\n\n%s\n", strings.Join(meta, "; "), strings.TrimSpace(e.Body))
 	}
 	return b.String()
-}
-
-// sortEntries orders entries by vault then title, for listings.
-func sortEntries(es []Entry) {
-	sort.SliceStable(es, func(i, j int) bool {
-		if es[i].Vault != es[j].Vault {
-			return es[i].Vault < es[j].Vault
-		}
-		return es[i].Title < es[j].Title
-	})
 }
 
 var _ = os.Getenv

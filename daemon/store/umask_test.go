@@ -38,7 +38,7 @@ func TestFileModes(t *testing.T) {
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s = openAt(t, path)
+	openAt(t, path)
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)

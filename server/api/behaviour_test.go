@@ -45,7 +45,7 @@ func TestPlaceholderRoundTrip(t *testing.T) {
 	if dataOf(a)["attributes"].(map[string]any)["decision"] != "accept" {
 		t.Fatalf("decision: %s", a.Body)
 	}
-	a = expect(t, do(t, s, "PATCH", "/api/workflow-runs/x", u.Token, `{"a":1}`), 404, "patch missing")
+	expect(t, do(t, s, "PATCH", "/api/workflow-runs/x", u.Token, `{"a":1}`), 404, "patch missing")
 	cs, _ := u.Client.CreateRecord(ctx, "/api/workflow-runs", map[string]any{"name": "docs", "tags": map[string]any{"a": 1, "b": 2}})
 	a = expect(t, do(t, s, "PATCH", "/api/workflow-runs/"+cs.ID, u.Token, `{"name":"handbook","tags":{"a":null,"c":3}}`), 200, "merge")
 	attrs := dataOf(a)["attributes"].(map[string]any)
