@@ -1,7 +1,8 @@
 // Package discovery finds coding-agent sessions started outside reeve, from
 // the transcripts the agents keep themselves: Claude Code's
 // ~/.claude/projects/<dir>/<session_id>.jsonl and Codex's
-// $CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread_id>.jsonl. It reads
+// $CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread_id>.jsonl and Gemini
+// CLI's ~/.gemini/tmp/<project>/chats/session-<time>-<id>.jsonl. It reads
 // only the head of each file, so huge transcripts cost little, and skips
 // files it cannot make sense of.
 package discovery
@@ -26,6 +27,7 @@ import (
 const (
 	AgentClaude = "claude"
 	AgentCodex  = "codex"
+	AgentGemini = "gemini"
 )
 
 // Bounds on reading one transcript: its first lines carry everything a
@@ -38,8 +40,8 @@ const (
 
 // Session is a session found in an agent's transcripts.
 type Session struct {
-	Agent     string    `json:"agent"` // AgentClaude or AgentCodex
-	ID        string    `json:"id"`    // the agent's own id: Claude's session_id, Codex's thread_id
+	Agent     string    `json:"agent"` // AgentClaude, AgentCodex or AgentGemini
+	ID        string    `json:"id"`    // the agent's own id: Claude's session_id, Codex's thread_id, Gemini's sessionId
 	Dir       string    `json:"dir"`   // the working directory it ran in
 	Title     string    `json:"title,omitempty"`
 	Path      string    `json:"path"` // the transcript file
@@ -55,12 +57,15 @@ type Options struct {
 	ClaudeDir string
 	// CodexHome is Codex's home; default Home/.codex.
 	CodexHome string
+	// GeminiDir is Gemini CLI's directory; default Home/.gemini
+	// ($GEMINI_CLI_HOME/.gemini when that is set).
+	GeminiDir string
 	// Exclude, when set, drops sessions it returns true for, e.g. the ones
 	// reeve itself ran (by the agent session id their turns reported).
 	Exclude func(agent, id string) bool
 }
 
-// Scan lists the sessions in both agents' transcripts, most recently
+// Scan lists the sessions in the agents' transcripts, most recently
 // updated first. Missing directories mean no sessions; unreadable or
 // malformed files are skipped. It fails only when ctx ends.
 func Scan(ctx context.Context, o Options) ([]Session, error) {
@@ -72,6 +77,9 @@ func Scan(ctx context.Context, o Options) ([]Session, error) {
 	}
 	if o.CodexHome == "" && o.Home != "" {
 		o.CodexHome = filepath.Join(o.Home, ".codex")
+	}
+	if o.GeminiDir == "" && o.Home != "" {
+		o.GeminiDir = filepath.Join(o.Home, ".gemini")
 	}
 	var out []Session
 	add := func(s Session, ok bool) {
@@ -96,6 +104,15 @@ func Scan(ctx context.Context, o Options) ([]Session, error) {
 				return nil, err
 			}
 			add(readCodex(f))
+		}
+	}
+	if o.GeminiDir != "" {
+		files, _ := filepath.Glob(filepath.Join(o.GeminiDir, "tmp", "*", "chats", "session-*.jsonl"))
+		for _, f := range files {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			add(readGemini(f))
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {

@@ -616,6 +616,15 @@ func (m *Manager) toInfo(ctx context.Context, s store.Session, dirs map[string]s
 	}
 }
 
+// geminiDir is Gemini CLI's directory when GEMINI_CLI_HOME moves it; ""
+// leaves discovery its default.
+func geminiDir(env []string) string {
+	if h := envValue(env, "GEMINI_CLI_HOME"); h != "" {
+		return filepath.Join(h, ".gemini")
+	}
+	return ""
+}
+
 // Discover lists sessions the agents ran outside reeve, leaving out the ones
 // reeve ran itself.
 func (m *Manager) Discover(ctx context.Context) ([]wire.DiscoveredInfo, error) {
@@ -632,6 +641,7 @@ func (m *Manager) Discover(ctx context.Context) ([]wire.DiscoveredInfo, error) {
 	}
 	found, err := discovery.Scan(ctx, discovery.Options{
 		CodexHome: envValue(m.opts.Env, "CODEX_HOME"),
+		GeminiDir: geminiDir(m.opts.Env),
 		Exclude:   func(agent, id string) bool { return ours[agent+"/"+id] },
 	})
 	if err != nil {
