@@ -131,6 +131,7 @@ func NewRootCmd(env *Env) *cobra.Command {
 		newRelayCmd(env),
 		newServiceCmd(env),
 		newSetupCmd(env),
+		newUpdateCmd(env),
 	)
 	root.AddCommand(newContextCmd(env)) // reeve context ... (context*.go)
 	root.AddCommand(newPairCmd(env))    // reeve pair, pair anchor, pair rotate-token (pair.go)

@@ -18,7 +18,8 @@ import (
 
 type statusOptions struct {
 	daemonCmd
-	json bool
+	json         bool
+	checkUpdates bool
 }
 
 // Daemon states reported by `reeve status`.
@@ -37,6 +38,8 @@ type daemonStatus struct {
 	Lifecycle    lifecycleInfo `json:"lifecycle"`
 	Reachability reachInfo     `json:"reachability"`
 	Health       *wire.Health  `json:"health,omitempty"`
+	// Updates is set by --check-updates.
+	Updates *updateCheck `json:"updates,omitempty"`
 }
 
 type lifecycleInfo struct {
@@ -68,6 +71,7 @@ func newStatusCmd(env *Env) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print as JSON")
+	cmd.Flags().BoolVar(&opts.checkUpdates, "check-updates", false, "also ask the Go module proxy (GOPROXY) for the newest version")
 	return cmd
 }
 
@@ -76,12 +80,26 @@ func runStatus(ctx context.Context, opts *statusOptions) error {
 	if err != nil {
 		return withExit(ExitFailure, err)
 	}
+	if opts.checkUpdates {
+		c, _ := checkUpdate(ctx, opts.env)
+		st.Updates = &c
+	}
 	if opts.json {
 		if err := writeJSON(opts.env.Out, st); err != nil {
 			return err
 		}
 	} else {
 		printStatus(opts.env, st)
+		if u := st.Updates; u != nil {
+			switch {
+			case u.Error != "":
+				fmt.Fprintf(opts.env.Out, "update check failed: %s\n", u.Error)
+			case u.Available:
+				fmt.Fprintf(opts.env.Out, "update available: %s (current %s); run `reeve update`\n", u.Latest, u.Current)
+			default:
+				fmt.Fprintf(opts.env.Out, "up to date: %s (newest %s)\n", u.Current, u.Latest)
+			}
+		}
 	}
 	switch st.State {
 	case stateStopped:

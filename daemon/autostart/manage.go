@@ -310,3 +310,24 @@ func writeUnit(path, content string) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// Restart restarts the unit on the live system when it is running;
+// it reports whether it did.
+func Restart(ctx context.Context, o Options) (bool, error) {
+	st, err := StatusOf(ctx, o)
+	if err != nil || !st.Running {
+		return false, nil
+	}
+	u, err := Render(o)
+	if err != nil {
+		return false, err
+	}
+	svc, err := o.service(u)
+	if err != nil {
+		return false, err
+	}
+	if err := svc.Restart(); err != nil {
+		return false, fmt.Errorf("restart %s: %w", st.Unit, err)
+	}
+	return true, nil
+}
