@@ -164,8 +164,13 @@ func (s *Server) bind() error {
 			creatable[collectionTemplate(r.Path)] = true
 		}
 	}
+	byID := map[string]*Route{}
 	for i := range s.routes {
 		r := &s.routes[i]
+		byID[r.OperationID] = r
+		if r.TwinOf != "" {
+			continue
+		}
 		id := r.OperationID
 		if r.AliasOf != "" {
 			id = r.AliasOf
@@ -178,6 +183,18 @@ func (s *Server) bind() error {
 			return fmt.Errorf("bind %s: a public route needs its own handler", r.key())
 		}
 		r.handler = s.engineHandler(*r, findParent(*r, creatable))
+	}
+	// A twin (and an alias of a twin) runs its typed operation's handler.
+	for i := range s.routes {
+		r := &s.routes[i]
+		if r.TwinOf == "" {
+			continue
+		}
+		t, ok := byID[r.TwinOf]
+		if !ok || t.handler == nil {
+			return fmt.Errorf("bind %s: twin %s has no handler", r.key(), r.TwinOf)
+		}
+		r.handler, r.engine = t.handler, t.engine
 	}
 	return nil
 }

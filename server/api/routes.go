@@ -76,6 +76,10 @@ type Route struct {
 	ErrorSchemas map[int]string
 	// AliasOf is the operation id of the route this one mirrors.
 	AliasOf string
+	// TwinOf is the operation id of the typed route a placeholder spelling
+	// acts like (/api/provider-keys beside /api/resources/{w}/provider-keys):
+	// the same handler, body, role and query.
+	TwinOf string
 
 	engine  engineKind
 	handler handlerFunc
@@ -373,7 +377,7 @@ func specRoutes() []Route {
 
 	// 4.7 Provider keys.
 	add(many("Provider Keys", "GET,POST", "/api/provider-keys")...)
-	add(many("Provider Keys", "GET,DELETE", "/api/provider-keys/{providerKey}")...)
+	add(placeholder("GET", "/api/provider-keys/{providerKey}", "Provider Keys"), placeholder("DELETE", "/api/provider-keys/{providerKey}", "Provider Keys").role("admin"))
 	add(placeholder("POST", "/api/provider-keys/{providerKey}/rotate", "Provider Keys"))
 	pk := "/api/resources/{workspace}/provider-keys"
 	add(
@@ -524,10 +528,12 @@ func specRoutes() []Route {
 		placeholder("PATCH", me+"/{managedExecutor}/tags", "Managed Executors"))
 
 	sg := "/api/share-groups"
-	add(many("Share Groups", "GET,POST", sg)...)
+	// Share groups are the workspace's teams (session ACL subjects and
+	// owning teams); admins shape them.
+	add(placeholder("GET", sg, "Share Groups"), placeholder("POST", sg, "Share Groups").role("admin"))
 	add(placeholder("GET", sg+"/{shareGroup}", "Share Groups"),
-		placeholder("POST", sg+"/{shareGroup}/members", "Share Groups"),
-		placeholder("DELETE", sg+"/{shareGroup}/members/{user}", "Share Groups"))
+		placeholder("POST", sg+"/{shareGroup}/members", "Share Groups").role("admin").body("ShareGroupMemberRequest", true).errs(404).summary("Add a workspace member to the group (a team)"),
+		placeholder("DELETE", sg+"/{shareGroup}/members/{user}", "Share Groups").role("admin").noBody().errs(404).summary("Remove a user (by user id) from the group"))
 
 	add(placeholder("GET", "/api/mcp/receipts", "MCP"))
 	add(many("MCP", "GET,POST", "/api/mcp/servers")...)
@@ -575,6 +581,7 @@ func Routes() []Route {
 		}
 		seen[r.key()] = true
 	}
+	twin(base)
 	all := append([]Route(nil), base...)
 	for _, r := range base {
 		ap, ok := aliasPath(r.Path)
@@ -604,4 +611,35 @@ func Routes() []Route {
 		ids[r.OperationID] = r.key()
 	}
 	return all
+}
+
+// OperationKey names the records and action a route acts on: its method
+// and its path with the workspace segments removed. Routes with one key
+// are one operation and must share one gate.
+func OperationKey(r Route) string { return r.Method + " " + collectionTemplate(r.Path) }
+
+// twin makes each placeholder that spells a typed operation without the
+// workspace in its path act as that operation: same handler (bound by
+// TwinOf), body schema, role, query and answers.
+func twin(all []Route) {
+	typedBy := map[string]Route{}
+	for _, r := range all {
+		if !r.Placeholder && !r.IsAlias() && strings.Contains(r.Path, "{workspace}") {
+			typedBy[OperationKey(r)] = r
+		}
+	}
+	for i := range all {
+		r := &all[i]
+		if !r.Placeholder {
+			continue
+		}
+		t, ok := typedBy[OperationKey(*r)]
+		if !ok || t.Auth != r.Auth {
+			continue
+		}
+		r.TwinOf = t.OperationID
+		r.Body, r.MinRole, r.Query = t.Body, t.MinRole, t.Query
+		r.Success, r.SuccessSchema, r.Errors, r.ErrorSchemas = t.Success, t.SuccessSchema, t.Errors, t.ErrorSchemas
+		r.Summary = strings.TrimSpace("Same operation as " + t.OperationID + ". " + t.Summary)
+	}
 }

@@ -101,6 +101,7 @@ func requestSchemas() map[string]schema {
 			"role":             enum("owner", "admin", "member"),
 			"expires_in_hours": schema{"type": "integer", "minimum": 1, "maximum": 720},
 		}), "Invites an email with a workspace role; the accept link expires after expires_in_hours (default 168)."),
+		"ShareGroupMemberRequest": described(object([]string{"user_id"}, schema{"user_id": tInt()}), "A workspace member to add to a share group."),
 		"InvitationAcceptRequest": described(object([]string{"token"}, schema{
 			"token": schema{"type": "string", "minLength": 1, "maxLength": 200},
 		}), "The token of an accept link."),

@@ -218,6 +218,10 @@ type call struct {
 	ws   *store.Workspace
 	role string
 	body map[string]any
+	// sess is the {agentSession} of a session route, loaded by its gate;
+	// sessRole the caller's effective role on it.
+	sess     *store.Record
+	sessRole string
 	// rawBody is the body as received (nil when the route takes none).
 	rawBody []byte
 }
@@ -288,6 +292,11 @@ func (s *Server) serve(c *call) (int, any, error) {
 	}
 	if c.route.MinRole != "" && c.p.Kind == auth.KindUser && auth.RoleRank(c.role) < auth.RoleRank(c.route.MinRole) {
 		return 0, nil, forbidden("this operation needs the %s role; you are %s", c.route.MinRole, c.role)
+	}
+	// A session route decides access before reading the body, so a caller
+	// without access learns nothing from validation.
+	if err := s.gateSession(c); err != nil {
+		return 0, nil, err
 	}
 	if err := s.readBody(c); err != nil {
 		return 0, nil, err

@@ -19,7 +19,11 @@ import (
 func (s *Server) typedHandlers() map[string]handlerFunc {
 	return map[string]handlerFunc{
 		"listAgentSessions":                                     s.listAgentSessions,
+		"createAgentSession":                                    s.createAgentSession,
+		"postApiShareGroupsShareGroupMembers":                   s.addGroupMember,
+		"deleteApiShareGroupsShareGroupMembersUser":             s.removeGroupMember,
 		"shareAgentSessionAccess":                               s.shareSessionAccess,
+		"revokeAgentSessionAccess":                              s.revokeSessionAccess,
 		"requestAgentSessionAccess":                             s.requestSessionAccess,
 		"decideAgentSessionAccessRequest":                       s.decideSessionAccess,
 		"listAgentSessionEvents":                                s.sessionEvents,
@@ -49,124 +53,6 @@ func (c *call) session() (sdk.Record, error) {
 func attrs(r sdk.Record, key string) string {
 	v, _ := r.Attributes[key].(string)
 	return v
-}
-
-func (s *Server) listAgentSessions(c *call) (int, any, error) {
-	limit := int(queryInt(c, "limit", 100))
-	status, kind := c.r.URL.Query().Get("status"), c.r.URL.Query().Get("source_kind")
-	out := sdk.RecordCollectionResponse{Data: []sdk.Record{}}
-	var after int64
-	// Filters apply to attributes, so page through until the page is full.
-	for len(out.Data) < limit {
-		recs, err := s.st.Records(c.ctx(), c.ws.ID, "sessions", store.ListOptions{After: after, Limit: 500})
-		if err != nil {
-			return 0, nil, err
-		}
-		for _, r := range recs {
-			sr, err := toSDK(r)
-			if err != nil {
-				return 0, nil, err
-			}
-			if (status == "" || attrs(sr, "status") == status) && (kind == "" || attrs(sr, "source_kind") == kind) && len(out.Data) < limit {
-				out.Data = append(out.Data, sr)
-			}
-		}
-		if len(recs) < 500 {
-			break
-		}
-		after = recs[len(recs)-1].Seq
-	}
-	out.Meta.Count = len(out.Data)
-	return 200, out, nil
-}
-
-func (s *Server) shareSessionAccess(c *call) (int, any, error) {
-	sess, err := c.session()
-	if err != nil {
-		return 0, nil, err
-	}
-	subjectType := c.body["subject_type"].(string)
-	subjectID, _ := numberOf(c.body["subject_id"])
-	// Only users can be resolved today; teams and share groups with
-	// integer ids come later, so they are "unavailable" (spec 3.3: 404).
-	if subjectType != "user" {
-		return 0, nil, errorf(http.StatusNotFound, sdk.CodePrincipalUnavailable, "%s %d is not available to share with", subjectType, subjectID)
-	}
-	if _, err := s.st.Role(c.ctx(), c.ws.ID, subjectID); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return 0, nil, errorf(http.StatusNotFound, sdk.CodePrincipalUnavailable, "user %d is not a member of this workspace", subjectID)
-		}
-		return 0, nil, err
-	}
-	coll := "sessions/" + sess.ID + "/access"
-	key := subjectType + ":" + itoa(subjectID)
-	cur, err := s.st.RecordByKey(c.ctx(), c.ws.ID, coll, key)
-	if errors.Is(err, store.ErrNotFound) {
-		rec, err := c.createRecord(coll, key, c.body)
-		if err != nil {
-			return 0, nil, err
-		}
-		return 201, sdk.RecordResponse{Data: rec}, nil
-	}
-	if err != nil {
-		return 0, nil, err
-	}
-	rec, err := c.writeRecord(coll, cur.ID, false)
-	if err != nil {
-		return 0, nil, err
-	}
-	return 200, sdk.RecordResponse{Data: rec}, nil
-}
-
-func (s *Server) requestSessionAccess(c *call) (int, any, error) {
-	sess, err := c.session()
-	if err != nil {
-		return 0, nil, err
-	}
-	a := map[string]any{"requested_role": c.body["requested_role"], "reason": c.body["reason"], "state": "pending", "requester": c.p.Actor()}
-	rec, err := c.createRecord("sessions/"+sess.ID+"/access-requests", "", a)
-	if err != nil {
-		return 0, nil, err
-	}
-	return 201, sdk.RecordResponse{Data: rec}, nil
-}
-
-func (s *Server) decideSessionAccess(c *call) (int, any, error) {
-	sess, err := c.session()
-	if err != nil {
-		return 0, nil, err
-	}
-	coll := "sessions/" + sess.ID + "/access-requests"
-	id := c.r.PathValue("accessRequestId")
-	decision := c.body["decision"].(string)
-	rec, err := s.st.UpdateRecordIf(c.ctx(), c.ws.ID, coll, id, func(r *store.Record) error {
-		var a map[string]any
-		if err := json.Unmarshal(r.Attributes, &a); err != nil {
-			return err
-		}
-		if a["state"] != "pending" {
-			return errorf(http.StatusConflict, sdk.CodeAlreadyDecided, "the access request was already decided (%v)", a["state"])
-		}
-		a["state"] = map[string]string{"approve": "approved", "deny": "denied"}[decision]
-		a["decided_by"], a["decided_at"] = c.p.Actor(), c.now()
-		a["decision_reason"] = c.body["reason"]
-		if role, ok := c.body["role"].(string); ok && decision == "approve" {
-			a["granted_role"] = role
-		} else if decision == "approve" {
-			a["granted_role"] = a["requested_role"]
-		}
-		b, err := json.Marshal(a)
-		r.Attributes, r.UpdatedAt = b, c.now()
-		return err
-	}, c.audit("session.access_request."+decision, coll+"/"+id, c.body))
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil, notFound("no access request %q", id)
-	}
-	if err != nil {
-		return 0, nil, err
-	}
-	out, err := toSDK(rec)
-	return 200, sdk.RecordResponse{Data: out}, err
 }
 
 // sessionEvents serves the event delta feed and the collaboration view:

@@ -20,7 +20,8 @@ func TestTypedRequestShapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := u.Workspace
-	sess := "/api/resources/" + ws + "/sessions/01ARZ3NDEKTSV4RRFFQ69G5FAV"
+	made := expect(t, do(t, s, "POST", "/api/resources/"+ws+"/sessions", u.Token, `{"title":"t","source_kind":"cli"}`), 201, "session")
+	sess := "/api/resources/" + ws + "/sessions/" + dataOf(made)["id"].(string)
 	sup := "/api/support/workspaces/" + ws + "/access-requests"
 	cases := []struct {
 		name, method, path string
