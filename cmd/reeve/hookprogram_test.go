@@ -4,9 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"reeve.dev/reeve/agents/agenttest"
+	"reeve.dev/reeve/daemon/wire"
 )
 
 // Break 1 of issue 10: the daemon is started from a binary that is then
@@ -70,5 +73,56 @@ deny:
 	m := h.manifest(si.ID)
 	if !m.Guarded || len(m.Approvals) != 2 {
 		t.Fatalf("manifest %+v", m)
+	}
+}
+
+// Durable pending requests against the real Claude Code: the worker is
+// killed (kill -9) while a request waits for a human. The tool does not
+// run, the supervisor's next worker denies the request on the record, and
+// a human's late allow is refused with a reason.
+func TestPendingRequestAcrossWorkerKill(t *testing.T) {
+	work := t.TempDir()
+	srv := agenttest.NewAnthropicServer(t, agenttest.AnthropicOptions{Turns: []agenttest.Turn{
+		{Text: "asking", Calls: []agenttest.ToolCall{agenttest.Bash("touch after-crash.txt")}},
+		{Text: "done"},
+	}})
+	h := claudeHome(t, srv)
+	sid := strings.TrimSpace(h.must("run", work, "--agent", "claude", "--prompt", "make it").stdout)
+	var req wire.PermissionRequest
+	waitFor(t, "a pending request", 60*time.Second, func() bool {
+		p := h.pending()
+		if len(p) == 1 {
+			req = p[0]
+		}
+		return len(p) == 1
+	})
+	st, _ := h.status()
+	old := st.Lifecycle.WorkerPID
+	if old == 0 {
+		t.Fatalf("no worker pid: %+v", st)
+	}
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a new worker", 90*time.Second, func() bool {
+		st, _ := h.status()
+		return st.Health != nil && st.Lifecycle.WorkerPID != 0 && st.Lifecycle.WorkerPID != old
+	})
+	r := h.run("permit", "allow", req.ID)
+	if r.code == 0 || !strings.Contains(r.stderr, "no such permission request") {
+		t.Fatalf("late allow: exit %d %q", r.code, r.stderr)
+	}
+	var d wire.PermissionDecision
+	for _, dd := range decisions(h.logEvents(sid)) {
+		if dd.RequestID == req.ID {
+			d = dd
+		}
+	}
+	if d.Decision != "deny" || d.DecidedBy != "daemon" || d.ToolUseID == "" || !strings.Contains(d.Command, "after-crash.txt") {
+		t.Fatalf("the request after the worker died: %+v", d)
+	}
+	time.Sleep(2 * time.Second)
+	if _, err := os.Stat(filepath.Join(work, "after-crash.txt")); err == nil {
+		t.Fatal("the tool ran after reeve's side crashed")
 	}
 }

@@ -133,3 +133,57 @@ func TestInBandWaitsForHuman(t *testing.T) {
 		t.Fatalf("approvals %+v", mf.Approvals)
 	}
 }
+
+// Durable pending requests: a request waiting for a human when the worker
+// dies is not lost. The next worker denies it by rule, on the record with
+// its tool-use id and command, and a late decision for it is refused
+// with a reason.
+func TestPendingRequestSurvivesWorkerRestart(t *testing.T) {
+	f := newFixture(t, func(o *runtime.ManagerOptions) { o.HookProgram = hookProgram(t) })
+	procs := f.blockingTurns()
+	si := f.launch("work")
+	<-procs
+	hookCtx, cancelHook := context.WithCancel(f.ctx)
+	defer cancelHook()
+	go f.mgr.Hook(hookCtx, si.ID, hookInput("a", "PreToolUse", "Bash", `{"command":"make deploy"}`))
+	waitFor(t, "the pending request", func() bool { return len(f.mgr.Pending(si.ID)) == 1 })
+	req := f.mgr.Pending(si.ID)[0]
+
+	// The worker dies (nothing closes it) and another starts on the store.
+	m2 := f.newManager()
+	var d wire.PermissionDecision
+	for _, e := range f.events(si.ID) {
+		if e.Kind == wire.KindPermissionDecision {
+			json.Unmarshal(e.Data, &d)
+		}
+	}
+	if d.RequestID != req.ID || d.Decision != hookbridge.Deny || d.DecidedBy != "daemon" || d.ToolUseID != "tu1" ||
+		d.Command != "make deploy" || !strings.Contains(d.Reason, "worker stopped") {
+		t.Fatalf("decision after restart: %+v", d)
+	}
+	mf, err := m2.Manifest(f.ctx, si.ID)
+	if err != nil || len(mf.Approvals) != 1 || mf.Approvals[0].RequestID != req.ID || mf.Approvals[0].Decision != hookbridge.Deny {
+		t.Fatalf("manifest %+v %v", mf.Approvals, err)
+	}
+	// Bad input: a decision for a request this worker does not hold.
+	for _, id := range []string{req.ID, "NOPE", ""} {
+		_, err := m2.RespondPermission(f.ctx, wire.RespondPermissionRequest{RequestID: id, Decision: "allow"})
+		if code(err) != wire.CodeUnknownRequest || !strings.Contains(err.Error(), "no such permission request") {
+			t.Fatalf("decision for %q: %v", id, err)
+		}
+	}
+	if _, err := m2.RespondPermission(f.ctx, wire.RespondPermissionRequest{RequestID: req.ID, Decision: "maybe"}); err == nil {
+		t.Fatal("accepted decision maybe")
+	}
+	// A third worker finds nothing left to settle: one decision, not two.
+	f.newManager()
+	n := 0
+	for _, e := range f.events(si.ID) {
+		if e.Kind == wire.KindPermissionDecision {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d decisions after two restarts", n)
+	}
+}

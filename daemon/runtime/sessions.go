@@ -135,6 +135,11 @@ func NewManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 		fmt.Fprintf(opts.Log, "worker: session %s interrupted by a previous worker's end\n", id)
 		// The log says so too; nobody follows yet, the API is not served.
 		m.record(id, wire.KindStatus, wire.Status{Status: string(store.StatusInterrupted), Reason: "the daemon worker stopped while the session was running"})
+		if n, err := m.settleAbandoned(ctx, id); err != nil {
+			fmt.Fprintf(opts.Log, "worker: session %s: %v\n", id, err)
+		} else if n > 0 {
+			fmt.Fprintf(opts.Log, "worker: session %s: denied %d permission request(s) a previous worker left undecided\n", id, n)
+		}
 	}
 	return m, nil
 }
