@@ -15,8 +15,9 @@ import (
 const (
 	// checkpointEvery is how many bytes of events between checkpoints.
 	checkpointEvery = 4 << 20
-	// writerAutoCheckpoint (pages) bounds the WAL if checkpoints lag.
-	writerAutoCheckpoint = 16384
+	// writerAutoCheckpoint (pages) bounds the WAL if checkpoints lag:
+	// 256 MiB of 32 KiB pages.
+	writerAutoCheckpoint = 8192
 )
 
 func (s *Store) runCheckpointer(db *sql.DB) {
@@ -38,9 +39,11 @@ func (s *Store) runCheckpointer(db *sql.DB) {
 	}
 }
 
-// requestCheckpoint is called by the appender after each commit.
+// requestCheckpoint is called by the appender after each commit. A commit
+// writes whole pages to the WAL, at least the log's last leaf and an index
+// leaf, so a commit of a few small events counts as two pages.
 func (s *Store) requestCheckpoint(committedBytes int) {
-	s.app.sinceCheckpoint += committedBytes
+	s.app.sinceCheckpoint += max(committedBytes, 2*pageSize)
 	if s.app.sinceCheckpoint < checkpointEvery {
 		return
 	}
