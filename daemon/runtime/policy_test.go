@@ -1,9 +1,11 @@
 package runtime_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"reeve.dev/reeve/daemon/runtime"
@@ -126,5 +128,83 @@ func TestPolicyAddedLater(t *testing.T) {
 	ans, err = f.mgr.Hook(f.ctx, si.ID, hookInput("as-1", "PreToolUse", "Bash", `{"command":"rm -rf x"}`))
 	if err != nil || ans.Decision != hookbridge.Deny {
 		t.Fatalf("policy added: %+v %v", ans, err)
+	}
+}
+
+// The breaks of the attack run, through the daemon's hook path with the
+// real policy reader: apply_patch to .env, Codex's workdir /etc, command
+// rules dodged, and bad input (a 1 MB command, a patch that does not
+// parse), in bypass mode where anything the policy misses is allowed.
+func TestHookPolicySeesWhatWillHappen(t *testing.T) {
+	f := newFixture(t, func(o *runtime.ManagerOptions) {
+		o.HookProgram = hookProgram(t)
+		o.Policy = func(src policy.Source, req policy.Request) hookbridge.PolicyVerdict {
+			d := src.Decide(req)
+			return hookbridge.PolicyVerdict{Action: string(d.Action), Rule: d.Rule, Reason: d.Reason}
+		}
+	})
+	gov := filepath.Join(f.dir.Path, policy.Dir)
+	if err := os.MkdirAll(gov, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(gov, policy.File), []byte(`version: 1
+deny:
+  - name: secrets
+    paths: [".env"]
+  - name: outside
+    outside_workdir: true
+  - name: no-rm
+    commands: ["rm *"]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	procs := f.blockingTurns()
+	si, err := f.mgr.Launch(f.ctx, wire.LaunchRequest{Directory: f.dir.ID, Prompt: "x", Mode: hookbridge.ModeBypass})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { (<-procs).Kill() }()
+	patchEnv, _ := json.Marshal(map[string]string{"command": "*** Begin Patch\n*** Add File: .env\n+TOKEN=1\n*** End Patch\n"})
+	badPatch, _ := json.Marshal(map[string]string{"input": "*** Begin Patch\n*** Add File: x\nno plus\n*** End Patch\n"})
+	big, _ := json.Marshal(map[string]string{"command": "echo " + strings.Repeat("a", 1<<20)})
+	tests := []struct {
+		tool, input, by string
+	}{
+		{"apply_patch", string(patchEnv), "policy:secrets"},
+		{"Bash", string(patchEnv), "policy:secrets"},
+		{"exec_command", `{"cmd":"cat hostname","workdir":"/etc"}`, "policy:outside"},
+		{"Bash", `{"command":"/bin/rm -rf build"}`, "policy:no-rm"},
+		{"Bash", `{"command":"command rm -rf build"}`, "policy:no-rm"},
+		{"Bash", `{"command":"find . -delete"}`, "policy:no-rm"},
+		{"apply_patch", string(badPatch), "policy:" + policy.RuleBadInput},
+		{"Bash", string(big), "policy:" + policy.RuleBadInput},
+	}
+	for _, tt := range tests {
+		ans, err := f.mgr.Hook(f.ctx, si.ID, hookInput("as-1", "PreToolUse", tt.tool, tt.input))
+		if err != nil || ans.Decision != hookbridge.Deny || ans.DecidedBy != tt.by || ans.Reason == "" {
+			t.Errorf("%s %.80s: %+v %v, want deny by %s", tt.tool, tt.input, ans, err, tt.by)
+		}
+	}
+	// x=rm; $x cannot be read: a human is asked even in bypass mode.
+	answered := make(chan wire.HookAnswer, 1)
+	go func() {
+		ans, _ := f.mgr.Hook(f.ctx, si.ID, hookInput("as-1", "PreToolUse", "Bash", `{"command":"x=rm; $x -rf build"}`))
+		answered <- ans
+	}()
+	waitFor(t, "the opaque command to be asked about", func() bool { return len(f.mgr.Pending(si.ID)) == 1 })
+	p := f.mgr.Pending(si.ID)[0]
+	if !strings.Contains(p.Reason, "cannot tell what this command runs") {
+		t.Errorf("asked with reason %q", p.Reason)
+	}
+	if _, err := f.mgr.RespondPermission(f.ctx, wire.RespondPermissionRequest{RequestID: p.ID, Decision: hookbridge.Deny}); err != nil {
+		t.Fatal(err)
+	}
+	if ans := <-answered; ans.Decision != hookbridge.Deny || ans.DecidedBy != "human" {
+		t.Errorf("opaque: %+v", ans)
+	}
+	// The hook's cwd is where commands start.
+	in, _ := json.Marshal(map[string]any{"session_id": "as-1", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": map[string]string{"command": "cat hostname"}, "cwd": "/etc"})
+	if ans, err := f.mgr.Hook(f.ctx, si.ID, in); err != nil || ans.DecidedBy != "policy:outside" {
+		t.Errorf("cwd /etc: %+v %v", ans, err)
 	}
 }

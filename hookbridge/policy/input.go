@@ -354,10 +354,16 @@ func resolveTarget(wd, p string) target {
 			p = home + p[1:]
 		}
 	}
-	if !filepath.IsAbs(p) {
-		p = wd + string(filepath.Separator) + p
+	var abs string
+	switch {
+	case !filepath.IsAbs(p):
+		// wd is resolved already: walk only what follows it.
+		abs = resolveLinksFrom(wd, p)
+	case strings.HasPrefix(p, wd+string(filepath.Separator)):
+		abs = resolveLinksFrom(wd, p[len(wd)+1:])
+	default:
+		abs = resolveLinks(p)
 	}
-	abs := resolveLinks(p)
 	t := target{abs: abs}
 	rel, err := filepath.Rel(wd, abs)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
@@ -378,8 +384,13 @@ const maxLinks = 40
 // every symbolic link that exists; once an element does not exist the rest
 // is taken lexically (a file about to be written does not exist yet).
 func resolveLinks(p string) string {
+	return resolveLinksFrom(string(filepath.Separator), p)
+}
+
+// resolveLinksFrom resolves p taken from cur, a directory whose own links
+// are resolved already.
+func resolveLinksFrom(cur, p string) string {
 	parts := strings.Split(filepath.ToSlash(p), "/")
-	cur := string(filepath.Separator)
 	exists, links := true, 0
 	for i := 0; i < len(parts); i++ {
 		el := parts[i]
