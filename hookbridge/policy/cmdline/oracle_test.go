@@ -146,7 +146,10 @@ func traceArgv(line string) ([]string, bool) {
 
 // covered reports whether Parse found the command bash ran.
 func covered(r Result, argv []string) bool {
-	name := path.Base(argv[0])
+	name := argv[0]
+	if strings.ContainsRune(name, '/') {
+		name = path.Base(name)
+	}
 	for _, c := range r.Commands {
 		if c.Name != name {
 			continue
