@@ -16,6 +16,10 @@ type AnthropicOptions struct {
 	// --resume land on the right turn no matter how many side requests
 	// came first.
 	Turns []Turn
+	// Subagents script the conversations of subagents (Claude Code's Agent
+	// tool): a request whose first user message contains a key is served
+	// from that key's turns, chosen by history as the main script is.
+	Subagents map[string][]Turn
 	// SideText answers side requests (no tools offered: title generation,
 	// quota probes and the like). Default "ok".
 	SideText string
@@ -155,6 +159,17 @@ func (s *AnthropicServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 
 	idx := req.completedTurns()
+	if key, turns, ok := s.subagent(req); ok {
+		rec.Kind, rec.Turn = KindSubagent, idx
+		s.rec.record(rec)
+		if idx >= len(turns) {
+			s.rec.problem("subagent %q request for turn %d but its script has %d turns", key, idx, len(turns))
+			s.respond(w, r, req, Turn{Text: "agenttest: script exhausted"}, fmt.Sprintf("sx%d", idx))
+			return
+		}
+		s.respond(w, r, req, turns[idx], fmt.Sprintf("s%d", idx))
+		return
+	}
 	rec.Kind, rec.Turn = KindMain, idx
 	s.rec.record(rec)
 	if idx >= len(s.opts.Turns) {
@@ -167,6 +182,27 @@ func (s *AnthropicServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.respond(w, r, req, turn, fmt.Sprint(idx))
+}
+
+// subagent finds the subagent script whose key the request's first user
+// message contains.
+func (s *AnthropicServer) subagent(req anthropicRequest) (string, []Turn, bool) {
+	if len(s.opts.Subagents) == 0 {
+		return "", nil, false
+	}
+	for _, m := range req.Messages {
+		if m.Role != "user" {
+			continue
+		}
+		text := contentText(m.Content)
+		for key, turns := range s.opts.Subagents {
+			if strings.Contains(text, key) {
+				return key, turns, true
+			}
+		}
+		break
+	}
+	return "", nil, false
 }
 
 func anthropicError(typ, msg string) map[string]any {

@@ -81,6 +81,7 @@ type Request struct {
 // Request kinds.
 const (
 	KindMain        = "main"
+	KindSubagent    = "subagent"
 	KindCountTokens = "count_tokens"
 	KindSide        = "side"
 	KindOther       = "other"

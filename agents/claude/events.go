@@ -42,6 +42,9 @@ type streamEvent struct {
 		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 	} `json:"usage"`
 	ModelUsage map[string]json.RawMessage `json:"modelUsage"`
+	// UsageSinceLast is the usage since the previous result, subagents
+	// included, per model (see usage.go); nil when the version has none.
+	UsageSinceLast map[string]json.RawMessage `json:"model_usage_since_last_result"`
 }
 
 type message struct {
@@ -75,6 +78,7 @@ type mapper struct {
 	model     string // from system/init, for usage when modelUsage is unclear
 	gotResult bool
 	failure   error // the turn failed, as the agent reported it
+	resumed   bool  // the turn continues an earlier session (see usage.go)
 }
 
 func (m *mapper) line(raw []byte) {
@@ -167,16 +171,7 @@ func (m *mapper) line(raw []byte) {
 
 func (m *mapper) result(ev streamEvent) {
 	m.gotResult = true
-	if ev.Usage != nil || ev.CostUSD != nil {
-		u := wire.Usage{Model: m.usageModel(ev.ModelUsage), CostUSD: ev.CostUSD}
-		if ev.Usage != nil {
-			u.InputTokens = ev.Usage.InputTokens
-			u.OutputTokens = ev.Usage.OutputTokens
-			u.CacheReadTokens = ev.Usage.CacheReadInputTokens
-			u.CacheWriteTokens = ev.Usage.CacheCreationInputTokens
-		}
-		m.emit(agents.Event{Kind: wire.KindUsage, Data: u})
-	}
+	m.emitUsage(ev)
 	if !ev.IsError && ev.Subtype == "success" {
 		return
 	}
