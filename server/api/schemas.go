@@ -88,7 +88,7 @@ func requestSchemas() map[string]schema {
 			"policy_mode":          enum("open_access", "allowlist", "crypto_pairing"),
 			"notification_policy":  tObjArrNull(),
 			"budget_policy":        tObjArrNull(),
-			"audit_retention_days": tIntNull(),
+			"audit_retention_days": described(schema{"type": []any{"integer", "null"}, "minimum": 1, "maximum": maxRetentionDays}, "Days audit entries are kept (1 to 36500); null keeps them forever."),
 		}),
 		"MemberUpdateRequest": described(object([]string{"role"}, schema{
 			"role": enum("owner", "admin", "member"),

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/big"
 	"net/http"
 	"strconv"
 	"time"
@@ -131,10 +133,14 @@ func (s *Server) updateWorkspace(patch bool) handlerFunc {
 			case "budget_policy":
 				ws.BudgetPolicy = raw(v)
 			case "audit_retention_days":
-				if n, ok := numberOf(v); ok {
+				// null clears; any other value is a whole number of days
+				// or refused — never silently erased.
+				if v == nil {
+					ws.AuditRetentionDays = nil
+				} else if n, ok := numberOf(v); ok && n >= 1 && n <= maxRetentionDays {
 					ws.AuditRetentionDays = &n
 				} else {
-					ws.AuditRetentionDays = nil
+					return 0, nil, invalid(sdk.ErrorDetail{Field: "/audit_retention_days", Message: fmt.Sprintf("want a whole number of days from 1 to %d, or null", maxRetentionDays)})
 				}
 			}
 		}
@@ -143,6 +149,12 @@ func (s *Server) updateWorkspace(patch bool) handlerFunc {
 			return 0, nil, err
 		}
 		s.forgetWorkspace(ws.ID)
+		if ws.AuditRetentionDays != nil {
+			// A shorter retention applies now, not at the next sweep.
+			if _, err := s.PruneAudit(c.ctx()); err != nil {
+				s.log.Warn("prune audit", "err", err)
+			}
+		}
 		return 200, sdk.WorkspaceResponse{Data: workspaceJSON(ws, c.role, nil)}, nil
 	}
 }
@@ -285,12 +297,19 @@ func (s *Server) transferOwner(c *call) (int, any, error) {
 }
 
 // numberOf reads a JSON number decoded by the validator (json.Number) or
-// by encoding/json (float64) as an int64.
+// by encoding/json (float64) as an int64. Every spelling of an integer
+// counts (100, 1e2, 100.0); a fraction or a value beyond int64 does not.
 func numberOf(v any) (int64, bool) {
 	switch n := v.(type) {
 	case json.Number:
-		i, err := n.Int64()
-		return i, err == nil
+		if i, err := n.Int64(); err == nil {
+			return i, true
+		}
+		r, ok := new(big.Rat).SetString(n.String())
+		if !ok || !r.IsInt() || !r.Num().IsInt64() {
+			return 0, false
+		}
+		return r.Num().Int64(), true
 	case float64:
 		return int64(n), true
 	case int64:
@@ -299,4 +318,17 @@ func numberOf(v any) (int64, bool) {
 		return int64(n), true
 	}
 	return 0, false
+}
+
+// maxRetentionDays bounds audit_retention_days (100 years).
+const maxRetentionDays = 36500
+
+// PruneAudit deletes audit entries older than their workspace's
+// audit_retention_days; the host runs it at start and hourly.
+func (s *Server) PruneAudit(ctx context.Context) (int64, error) {
+	n, err := s.st.PruneAudit(ctx, s.opts.Now())
+	if n > 0 {
+		s.log.Info("pruned audit entries past retention", "count", n)
+	}
+	return n, err
 }

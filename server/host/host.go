@@ -430,6 +430,7 @@ func (h *Host) Run(ctx context.Context) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- h.srv.Serve(h.ln) }()
+	go h.pruneLoop(ctx)
 	if h.relay != nil {
 		go h.relay.Run(ctx)
 		// Hijacked WebSockets are not the HTTP server's to drain.
@@ -520,4 +521,20 @@ func CreateToken(ctx context.Context, o TokenOptions) (TokenResult, error) {
 		return TokenResult{}, err
 	}
 	return TokenResult{Token: plain, TokenID: t.ID, UserID: u.ID, CreatedWorkspace: made}, nil
+}
+
+// pruneLoop enforces audit_retention_days: at start, then hourly.
+func (h *Host) pruneLoop(ctx context.Context) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if _, err := h.api.PruneAudit(ctx); err != nil && ctx.Err() == nil {
+			h.opts.Logger.Warn("prune audit", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

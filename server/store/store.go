@@ -181,6 +181,11 @@ type Store interface {
 	// Audit log.
 	AppendAudit(ctx context.Context, e AuditEntry) error
 	Audit(ctx context.Context, workspaceID string, opts ListOptions) ([]AuditEntry, error)
+	// PruneAudit deletes, in every workspace with audit_retention_days
+	// set, the entries older than that many days before now (to the
+	// second; an entry in the cutoff's second is kept). It returns how
+	// many it deleted.
+	PruneAudit(ctx context.Context, now time.Time) (int64, error)
 
 	// Secret returns the named secret, creating it with gen on first use.
 	// Values are opaque: server/secrets seals them before they get here.
