@@ -116,6 +116,9 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 		return nil, err
 	}
 	m := &mapper{emit: emit, model: t.Model}
+	if t.Resume != "" {
+		m.base, m.baseErr = threadTotals(codexHome(t.Env), t.Resume)
+	}
 	p, err := ptyrun.StartPipe(ctx, ptyrun.PipeOptions{
 		Path: path, Args: Args(t), Dir: t.Dir, Env: t.Env,
 		Line: m.line,

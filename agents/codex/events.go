@@ -75,6 +75,10 @@ type mapper struct {
 	completed bool   // turn.completed arrived
 	lastError string // the last top-level error, which may be retried
 	failure   error  // turn.failed
+	// base is the thread's usage before this turn (usage.go); baseErr
+	// says why it is unknown.
+	base    tokenTotals
+	baseErr error
 
 	// calls remembers the items whose tool-call was emitted (at
 	// item.started), so item.completed emits only the result for them.
@@ -107,13 +111,8 @@ func (m *mapper) line(raw []byte) {
 	case "turn.completed":
 		m.completed = true
 		if ev.Usage != nil {
-			m.emit(agents.Event{Kind: wire.KindUsage, Data: wire.Usage{
-				Model:            m.model,
-				InputTokens:      ev.Usage.InputTokens,
-				OutputTokens:     ev.Usage.OutputTokens,
-				CacheReadTokens:  ev.Usage.CachedInputTokens,
-				CacheWriteTokens: ev.Usage.CacheWriteInputTokens,
-			}})
+			m.emitUsage(tokenTotals{In: ev.Usage.InputTokens, Cached: ev.Usage.CachedInputTokens,
+				CacheWrite: ev.Usage.CacheWriteInputTokens, Out: ev.Usage.OutputTokens})
 		}
 	case "turn.failed":
 		msg := "the turn failed"
