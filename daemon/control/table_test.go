@@ -21,7 +21,7 @@ import (
 // new constant must be classified here or given a table entry.
 var eventTypes = []string{
 	wire.TypeHello, wire.TypeAck,
-	wire.TypeSessionStarted, wire.TypeSessionUpdate, wire.TypeSessionEnded, wire.TypeDiscoveredSession,
+	wire.TypeSessionStarted, wire.TypeSessionUpdate, wire.TypeSessionUpdates, wire.TypeSessionEnded, wire.TypeDiscoveredSession,
 	wire.TypeDaemonStopping,
 	wire.TypeHookPermissionRequest, wire.TypeHookPermissionResolved,
 }

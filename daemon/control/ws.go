@@ -54,7 +54,7 @@ type Worktrees interface {
 
 // EventLog is the durable log subscriptions read from.
 type EventLog interface {
-	Follow(ctx context.Context, sessionID string, afterSeq int64, fn func(store.Event) error) error
+	FollowBatches(ctx context.Context, sessionID string, afterSeq int64, fn func([]store.Event) error) error
 	Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]store.Event, error)
 }
 
@@ -406,11 +406,52 @@ func (c *wsConn) subscribe(req wire.SubscribeRequest) (any, error) {
 			c.subMu.Unlock()
 		}()
 		last := req.AfterSeq
-		var buf []byte
-		err := c.srv.log.Follow(sctx, req.SessionID, req.AfterSeq, func(e store.Event) error {
-			last = e.Seq
-			buf = updateFrame(buf[:0], e)
-			return c.writeRaw(buf)
+		var buf, one []byte
+		headLen := len(batchHead(nil, req.SessionID))
+		err := c.srv.log.FollowBatches(sctx, req.SessionID, req.AfterSeq, func(evs []store.Event) error {
+			if !req.Batch {
+				for _, e := range evs {
+					buf = updateFrame(buf[:0], e)
+					if err := c.writeRaw(buf); err != nil {
+						return err
+					}
+					last = e.Seq
+				}
+				return nil
+			}
+			// As many events per frame as fit in wire.MaxBatchBytes; an
+			// event that fits no batch, or is alone, goes as itself.
+			n := 0
+			flush := func() error {
+				var err error
+				switch n {
+				case 0:
+					return nil
+				case 1:
+					err = c.writeRaw(buf[headLen:])
+				default:
+					err = c.writeRaw(append(buf, "]}"...))
+				}
+				n = 0
+				return err
+			}
+			buf = batchHead(buf[:0], req.SessionID)
+			for _, e := range evs {
+				one = updateFrame(one[:0], e)
+				if n > 0 && len(buf)+len(one)+3 > wire.MaxBatchBytes {
+					if err := flush(); err != nil {
+						return err
+					}
+					buf = batchHead(buf[:0], req.SessionID)
+				}
+				if n > 0 {
+					buf = append(buf, ',')
+				}
+				buf = append(buf, one...)
+				n++
+				last = e.Seq
+			}
+			return flush()
 		})
 		if err != nil || sctx.Err() != nil {
 			return
@@ -535,6 +576,14 @@ func updateFrame(buf []byte, e store.Event) []byte {
 		buf = append(buf, e.Data...)
 	}
 	return append(buf, '}')
+}
+
+// batchHead starts a session-updates frame; its updates follow,
+// comma-separated, then "]}".
+func batchHead(buf []byte, sessionID string) []byte {
+	buf = append(buf, `{"type":"session-updates","session_id":`...)
+	buf = strconv.AppendQuote(buf, sessionID)
+	return append(buf, `,"updates":[`...)
 }
 
 // frameError is a protocol-level failure with its code.

@@ -110,6 +110,22 @@ func (s *Store) Watch(sessionID string) (<-chan struct{}, func()) {
 //   - ctx's error when ctx ends, ErrClosed when the store is closed;
 //   - ErrNotFound (wrapped) when the session does not exist.
 func (s *Store) Follow(ctx context.Context, sessionID string, afterSeq int64, fn func(Event) error) error {
+	return s.FollowBatches(ctx, sessionID, afterSeq, func(evs []Event) error {
+		for _, e := range evs {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// FollowBatches is Follow handing fn every event that is ready at once, up
+// to a page: a replay or a follower that fell behind gets many per call, a
+// follower that keeps up usually one. fn must not keep evs after it returns
+// an error; on success Follow resumes after the last of them. When fn
+// returns an error for a batch, none of that batch counts as delivered.
+func (s *Store) FollowBatches(ctx context.Context, sessionID string, afterSeq int64, fn func([]Event) error) error {
 	// Watch before the first read: a commit after this point signals us, and
 	// a commit before it is visible to the read, so there is no gap.
 	signal, cancel := s.Watch(sessionID)
@@ -121,11 +137,11 @@ func (s *Store) Follow(ctx context.Context, sessionID string, afterSeq int64, fn
 			if err != nil {
 				return fmt.Errorf("follow %s: %w", sessionID, err)
 			}
-			for _, e := range evs {
-				if err := fn(e); err != nil {
+			if len(evs) > 0 {
+				if err := fn(evs); err != nil {
 					return err
 				}
-				cursor = e.Seq
+				cursor = evs[len(evs)-1].Seq
 			}
 			if len(evs) < followPage {
 				return nil

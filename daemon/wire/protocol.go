@@ -23,8 +23,11 @@ const (
 	TypeList        = "list"
 
 	// Events (daemon to client).
-	TypeSessionStarted    = "session-started"
-	TypeSessionUpdate     = "session-update"
+	TypeSessionStarted = "session-started"
+	TypeSessionUpdate  = "session-update"
+	// TypeSessionUpdates carries several consecutive events of one
+	// subscription; sent only to a subscription that asked for batches.
+	TypeSessionUpdates    = "session-updates"
 	TypeSessionEnded      = "session-ended"
 	TypeDiscoveredSession = "discovered-session"
 	// TypeDaemonStopping is the last frame of every connection when the
@@ -135,6 +138,12 @@ type SubscribeRequest struct {
 	ID        string `json:"id"`
 	SessionID string `json:"session_id"`
 	AfterSeq  int64  `json:"after_seq"`
+	// Batch asks for session-updates frames: when several events are ready
+	// at once (a replay, a follower that fell behind), the daemon sends them
+	// in one frame of at most MaxBatchBytes instead of one frame each. A
+	// daemon older than the field ignores it and sends session-update
+	// frames only, so a client that asks must read both.
+	Batch bool `json:"batch,omitempty"`
 }
 
 // SetHeader implements Request.
@@ -207,6 +216,22 @@ type SessionUpdate struct {
 	TS        time.Time       `json:"ts"`
 	Kind      string          `json:"kind"`
 	Data      json.RawMessage `json:"data"`
+}
+
+// MaxBatchBytes bounds a session-updates frame, so that it still fits a
+// relay envelope (64 KiB) once sealed and encoded for the end-to-end
+// channel. An event whose frame alone is larger travels as a
+// session-update frame, as it always has.
+const MaxBatchBytes = 32 << 10
+
+// SessionUpdates is several consecutive events of one subscription, in seq
+// order. Each element of Updates is a complete session-update frame, exactly
+// as it would have been sent alone, so a client handles (or passes on) each
+// the same way.
+type SessionUpdates struct {
+	Type      string            `json:"type"` // "session-updates"
+	SessionID string            `json:"session_id"`
+	Updates   []json.RawMessage `json:"updates"`
 }
 
 // SessionEnded closes a subscription: every event before the end has been

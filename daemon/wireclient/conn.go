@@ -381,6 +381,24 @@ func (c *Conn) dispatch(frame []byte) {
 		if s := c.sub(u.SessionID); s != nil {
 			s.deliver(c.ctx, Update{SessionUpdate: u, Raw: frame})
 		}
+	case wire.TypeSessionUpdates:
+		// Subscribe asks for batches; each element is a session-update
+		// frame, handed on as if it had come alone.
+		var b wire.SessionUpdates
+		if json.Unmarshal(frame, &b) != nil {
+			return
+		}
+		s := c.sub(b.SessionID)
+		if s == nil {
+			return
+		}
+		for _, raw := range b.Updates {
+			var u wire.SessionUpdate
+			if json.Unmarshal(raw, &u) != nil || u.SessionID != b.SessionID {
+				continue
+			}
+			s.deliver(c.ctx, Update{SessionUpdate: u, Raw: raw})
+		}
 	case wire.TypeAck:
 		var a wire.Ack
 		if json.Unmarshal(frame, &a) == nil {

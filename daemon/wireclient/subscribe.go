@@ -119,7 +119,7 @@ func (c *Conn) Subscribe(ctx context.Context, sessionID string, afterSeq int64) 
 	}
 	c.subs[sessionID] = s
 	c.mu.Unlock()
-	err := c.Call(ctx, &wire.SubscribeRequest{SessionID: sessionID, AfterSeq: afterSeq}, nil)
+	err := c.Call(ctx, &wire.SubscribeRequest{SessionID: sessionID, AfterSeq: afterSeq, Batch: true}, nil)
 	if err == nil || (c.opts.Reconnect && (errors.Is(err, ErrDisconnected) || alreadySubscribed(err))) {
 		// A reconnection resumes it (or already has).
 		return s, nil
@@ -163,7 +163,7 @@ func (c *Conn) resubscribe() {
 	c.mu.Unlock()
 	for _, s := range subs {
 		after := s.LastSeq()
-		err := c.Call(c.ctx, &wire.SubscribeRequest{SessionID: s.SessionID, AfterSeq: after}, nil)
+		err := c.Call(c.ctx, &wire.SubscribeRequest{SessionID: s.SessionID, AfterSeq: after, Batch: true}, nil)
 		if err == nil || errors.Is(err, ErrDisconnected) || alreadySubscribed(err) || c.ctx.Err() != nil {
 			// A drop during the resume is retried by the next reconnection.
 			continue
