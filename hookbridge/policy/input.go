@@ -15,8 +15,8 @@ import (
 // shellTools are the tool names whose input is a shell command line:
 // Claude Code's and Codex's hook tool "Bash", Codex's model tool
 // "exec_command" (and "shell", "local_shell") and its event item
-// "command_execution".
-var shellTools = map[string]bool{"Bash": true, "exec_command": true, "command_execution": true, "shell": true, "local_shell": true}
+// "command_execution", and Gemini CLI's "run_shell_command".
+var shellTools = map[string]bool{"Bash": true, "exec_command": true, "command_execution": true, "shell": true, "local_shell": true, "run_shell_command": true}
 
 // patchTools are the tool names whose input is a patch (Codex's
 // apply_patch, as a function or a freeform tool).
@@ -112,10 +112,15 @@ func extract(req Request) facts {
 			f.bad = fmt.Sprintf("reeve does not check commands over %d KiB, so it denies this one (%d KiB)", MaxCommand>>10, len(line)>>10)
 			return f
 		}
-		if w, present := in["workdir"]; present {
+		// Codex's workdir, Gemini CLI's dir_path.
+		for _, key := range []string{"workdir", "dir_path"} {
+			w, present := in[key]
+			if !present {
+				continue
+			}
 			var s string
 			if json.Unmarshal(w, &s) != nil {
-				f.bad = "reeve cannot read the tool input: workdir is not a string"
+				f.bad = "reeve cannot read the tool input: " + key + " is not a string"
 				return f
 			}
 			if s != "" {
