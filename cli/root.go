@@ -133,8 +133,9 @@ func NewRootCmd(env *Env) *cobra.Command {
 		newSetupCmd(env),
 		newUpdateCmd(env),
 	)
-	root.AddCommand(newContextCmd(env)) // reeve context ... (context*.go)
-	root.AddCommand(newPairCmd(env))    // reeve pair, pair anchor, pair rotate-token (pair.go)
+	root.AddCommand(newContextCmd(env))  // reeve context ... (context*.go)
+	root.AddCommand(newEvidenceCmd(env)) // reeve evidence verify (evidence.go)
+	root.AddCommand(newPairCmd(env))     // reeve pair, pair anchor, pair rotate-token (pair.go)
 	root.AddCommand(newInstallCmd(env, root))
 	attachPairUnlock(root, env) // reeve pair unlock (pair_unlock.go)
 	return root

@@ -73,6 +73,9 @@ func (s *Server) discovery() sdk.Discovery {
 }
 
 func (s *Server) wellKnown(c *call) (int, any, error) {
+	if c.r.PathValue("document") == "jwks.json" {
+		return s.jwks(c)
+	}
 	if c.r.PathValue("document") != "reeve-configuration" {
 		return 0, nil, notFound("no well-known document %q; try reeve-configuration", c.r.PathValue("document"))
 	}

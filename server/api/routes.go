@@ -217,7 +217,7 @@ func specRoutes() []Route {
 		typed("POST", "/api/me/api-tokens", "", "Identity", 201, "ApiTokenCreatedResponse").scope(ScopeNone).body("ApiTokenCreateRequest", true).summary("Create a personal API token; the plaintext is returned once"),
 		typed("DELETE", "/api/me/api-tokens/{tokenId}", "", "Identity", 204, "").scope(ScopeNone).errs(404).summary("Revoke a personal API token"),
 		typed("GET", "/api/health", "", "Meta", 200, "Health").summary("Liveness"),
-		typed("GET", "/api/.well-known/{document}", "", "Meta", 200, "Discovery").errs(404).summary("Discovery document (reeve-configuration): app_url and relay_url"),
+		typed("GET", "/api/.well-known/{document}", "", "Meta", 200, "Discovery").errs(404).summary("Discovery documents: reeve-configuration (app_url and relay_url) and jwks.json (the evidence signing keys, current first, retired ones kept)"),
 		typed("GET", "/api/openapi.json", "", "Meta", 200, "OpenApiDocument").summary("This OpenAPI document"),
 	)
 

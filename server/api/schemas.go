@@ -346,8 +346,18 @@ func responseSchemas() map[string]schema {
 		"InvitationAcceptedResponse": object([]string{"data"}, schema{"data": object([]string{"workspace_id", "role", "user_id", "invitation_id"}, schema{
 			"workspace_id": tString(), "workspace_name": tString(), "role": enum("owner", "admin", "member"), "user_id": tInt(), "invitation_id": tString(),
 		})}),
-		"MemberCollectionResponse": object([]string{"data", "meta"}, schema{"data": arrayOf(ref("Member")), "meta": ref("ListMeta")}),
-		"Member":                   object([]string{"user_id", "email", "role"}, schema{"user_id": tInt(), "email": tString(), "role": enum("owner", "admin", "member")}),
+		"EvidenceSigned": described(object([]string{"format", "alg", "kid", "payload", "signature"}, schema{
+			"format": enum("reeve-evidence/1"), "alg": enum("EdDSA"),
+			"kid":       described(tString(), "The signing key in /api/.well-known/jwks.json."),
+			"payload":   described(tString(), "base64url of the bundle JSON: format, kind, workspace_id, session_id, issued_at, session, events (seq, kind, at, digest, chain, payload for traces), decisions, chain_head."),
+			"signature": described(tString(), "base64url Ed25519 signature of the payload bytes."),
+		}), "A signed evidence bundle; `reeve evidence verify FILE` checks it offline."),
+		"AgentSessionReceiptExportResponse":   described(object([]string{"data"}, schema{"data": ref("EvidenceSigned")}), "Signed receipt: the session record, its events' digests in a hash chain, and its decisions."),
+		"AgentSessionTraceExportResponse":     described(object([]string{"data"}, schema{"data": ref("EvidenceSigned")}), "Signed trace: as the receipt, with each event's redacted payload."),
+		"AgentSessionComputeEvidenceResponse": described(object([]string{"data"}, schema{"data": tObject()}), "The session and its events with secret-looking values masked."),
+		"AgentSessionSupportDebugResponse":    described(object([]string{"data"}, schema{"data": tObject()}), "What support may see: the redacted session, its last 200 redacted events, its visibility and ACL size."),
+		"MemberCollectionResponse":            object([]string{"data", "meta"}, schema{"data": arrayOf(ref("Member")), "meta": ref("ListMeta")}),
+		"Member":                              object([]string{"user_id", "email", "role"}, schema{"user_id": tInt(), "email": tString(), "role": enum("owner", "admin", "member")}),
 		"Workspace": object([]string{"id", "name", "policy_mode", "created_at", "updated_at"}, schema{
 			"id":                   described(schema{"type": "string", "pattern": ulidPattern}, "ULID"),
 			"name":                 tString(),

@@ -51,6 +51,9 @@ type Options struct {
 	RelayURL string
 	// Signer issues relay JWTs; required for the relay-token routes.
 	Signer *auth.RelaySigner
+	// Evidence signs session evidence exports and publishes its keys at
+	// /api/.well-known/jwks.json.
+	Evidence *auth.EvidenceSigner
 	// Secrets seals the keys the API keeps in the store (the relay service
 	// secret, proof keys); required.
 	Secrets *secrets.Keyring

@@ -20,6 +20,10 @@ func (s *Server) typedHandlers() map[string]handlerFunc {
 	return map[string]handlerFunc{
 		"listAgentSessions":                                     s.listAgentSessions,
 		"createAgentSession":                                    s.createAgentSession,
+		"exportAgentSessionReceipt":                             s.signedExport("receipt", false),
+		"exportAgentSessionTrace":                               s.signedExport("trace", true),
+		"exportAgentSessionComputeEvidence":                     s.computeEvidence,
+		"getAgentSessionSupportDebug":                           s.supportDebug,
 		"postApiShareGroupsShareGroupMembers":                   s.addGroupMember,
 		"deleteApiShareGroupsShareGroupMembersUser":             s.removeGroupMember,
 		"shareAgentSessionAccess":                               s.shareSessionAccess,

@@ -4,6 +4,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -227,6 +228,7 @@ func (h *Host) assemble(ctx context.Context) error {
 		Signer: signer, Secrets: h.ring, Login: h.links, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL,
 		Pages: pages, Logger: o.Logger, Version: version.Version,
 		Invitations: h.announceInvitation,
+		Evidence:    &auth.EvidenceSigner{Store: h.evidenceKeys()},
 	})
 	if err != nil {
 		return err
@@ -537,4 +539,45 @@ func (h *Host) pruneLoop(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// evidenceKeys keeps the evidence key set among the store's secrets,
+// sealed under the master key.
+func (h *Host) evidenceKeys() auth.KeySetStore {
+	return sealedKeySet{st: h.st, ring: h.ring, name: auth.EvidenceKeysSecret}
+}
+
+type sealedKeySet struct {
+	st   store.Store
+	ring *secrets.Keyring
+	name string
+}
+
+func (k sealedKeySet) Load(ctx context.Context, gen func() ([]byte, error)) ([]byte, error) {
+	return k.ring.Get(ctx, k.st, k.name, gen)
+}
+
+func (k sealedKeySet) Swap(ctx context.Context, old, new []byte) (bool, error) {
+	rec, err := k.st.Secret(ctx, k.name, func() ([]byte, error) { return nil, errors.New("no evidence key set") })
+	if err != nil {
+		return false, err
+	}
+	cur, err := k.ring.Open(k.name, rec)
+	if err != nil {
+		return false, err
+	}
+	if !bytes.Equal(cur, old) {
+		return false, nil
+	}
+	sealed, err := k.ring.Seal(k.name, new)
+	if err != nil {
+		return false, err
+	}
+	return k.st.ReplaceSecret(ctx, k.name, rec, sealed)
+}
+
+// RotateEvidenceKey makes a new evidence signing key current; the old
+// keys stay published so the bundles they signed still verify.
+func (h *Host) RotateEvidenceKey(ctx context.Context) (string, error) {
+	return (&auth.EvidenceSigner{Store: h.evidenceKeys()}).Rotate(ctx)
 }
