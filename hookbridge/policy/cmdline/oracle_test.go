@@ -69,12 +69,13 @@ func bashTrace(t testing.TB, bash, script string) ([][]string, bool) {
 	if err := trace.Chmod(0o666); err != nil {
 		t.Fatal(err)
 	}
-	full := "set -x\n" + oraclePrelude + ": reeve-oracle-begin\n" + script + "\n"
+	full := "set -x\n" + oraclePrelude + ": reeve-oracle-begin\n" + script
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bash, "--norc", "--noprofile", "-s")
+	// bash -c, as agents run their commands (a script read from stdin
+	// differs at its very end: a last backslash is dropped).
+	cmd := exec.CommandContext(ctx, bash, "--norc", "--noprofile", "-c", full)
 	cmd.Dir = dir
-	cmd.Stdin = strings.NewReader(full)
 	cmd.Env = []string{"PATH=/nonexistent", "HOME=" + dir, "BASH_XTRACEFD=3", "PS4=+" + traceMark + " ", "LC_ALL=C"}
 	cmd.ExtraFiles = []*os.File{trace}
 	cmd.SysProcAttr = &syscall.SysProcAttr{

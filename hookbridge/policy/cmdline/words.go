@@ -63,6 +63,8 @@ func unquotedLit(s string) (string, bool) {
 				if s[i] != '\n' {
 					b.WriteByte(s[i])
 				}
+			} else {
+				b.WriteByte(c) // a backslash at the very end stays
 			}
 			continue
 		case '*', '?':
