@@ -237,6 +237,10 @@ deny:
 	if d := p.Evaluate(Request{Tool: "Bash", Input: input("command", "cat hostname"), Workdir: wd, Cwd: "secrets/.."}); d.Action != None {
 		t.Errorf("cwd inside: %+v", d)
 	}
+	// The standard streams' devices are not files outside.
+	if d := p.Evaluate(Request{Tool: "Bash", Input: input("command", "go test ./... 2>/dev/null >/dev/stderr </dev/null | tee /dev/fd/2"), Workdir: wd}); d.Action != None {
+		t.Errorf("/dev/null: %+v", d)
+	}
 }
 
 // Input that cannot be read is denied with a reason, by any policy, the

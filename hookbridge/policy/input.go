@@ -229,7 +229,7 @@ func (f *facts) addShell(root, base string) {
 		return under(base, dir), true
 	}
 	addPath := func(dir string, unknown bool, p string) {
-		if p == "" || p == "{}" {
+		if p == "" || p == "{}" || streams[p] || strings.HasPrefix(p, "/dev/fd/") {
 			return
 		}
 		if filepath.IsAbs(p) || p == "~" || strings.HasPrefix(p, "~/") {
@@ -286,6 +286,11 @@ func (f *facts) addShell(root, base string) {
 		}
 	}
 }
+
+// streams are the device files that commands use as the ends of their
+// standard streams (2>/dev/null); they touch no file, so path rules,
+// outside_workdir among them, do not see them.
+var streams = map[string]bool{"/dev/null": true, "/dev/stdin": true, "/dev/stdout": true, "/dev/stderr": true, "/dev/tty": true}
 
 // looksLikePath: an argument with a slash, or starting with . or ~, is
 // taken for a path whether or not it exists.

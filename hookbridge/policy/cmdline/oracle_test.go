@@ -70,7 +70,7 @@ func bashTrace(t testing.TB, bash, script string) ([][]string, bool) {
 		t.Fatal(err)
 	}
 	full := "set -x\n" + oraclePrelude + ": reeve-oracle-begin\n" + script
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	// bash -c, as agents run their commands (a script read from stdin
 	// differs at its very end: a last backslash is dropped).
