@@ -126,6 +126,11 @@ func Parse(line string) (Result, error) {
 		return r, fmt.Errorf("parse command: %w", err)
 	}
 	w := walker{res: &r}
+	if strings.ContainsRune(line, '\r') {
+		// The parser takes a carriage return for a blank, bash for a
+		// character of the word: "rm\r" is another program to bash.
+		w.opaque("a carriage return, which bash reads as part of a word")
+	}
 	w.stmts(line, f.Stmts, &state{})
 	return r, nil
 }
@@ -469,7 +474,7 @@ func (w *walker) unwrap(name string, args []Word, redirs []*syntax.Redirect, st 
 		w.inner(name, rest, redirs, st, pathChanged)
 		return true
 	case "nice":
-		rest, _, ok := options(args, "n")
+		rest, _, ok := options(args, "n", "--adjustment")
 		if !ok {
 			w.opaque("nice with an option only known at run time")
 			return true
@@ -477,7 +482,7 @@ func (w *walker) unwrap(name string, args []Word, redirs []*syntax.Redirect, st 
 		w.inner(name, rest, redirs, st, pathChanged)
 		return true
 	case "time":
-		rest, _, ok := options(args, "fo")
+		rest, _, ok := options(args, "fo", "--format", "--output")
 		if !ok {
 			w.opaque("time with an option only known at run time")
 			return true
@@ -485,7 +490,7 @@ func (w *walker) unwrap(name string, args []Word, redirs []*syntax.Redirect, st 
 		w.inner(name, rest, redirs, st, pathChanged)
 		return true
 	case "ionice":
-		rest, _, ok := options(args, "cnp")
+		rest, _, ok := options(args, "cnpPu", "--class", "--classdata", "--pid", "--pgid", "--uid")
 		if !ok {
 			w.opaque("ionice with an option only known at run time")
 			return true
@@ -493,7 +498,7 @@ func (w *walker) unwrap(name string, args []Word, redirs []*syntax.Redirect, st 
 		w.inner(name, rest, redirs, st, pathChanged)
 		return true
 	case "stdbuf":
-		rest, _, ok := options(args, "ioe")
+		rest, _, ok := options(args, "ioe", "--input", "--output", "--error")
 		if !ok {
 			w.opaque("stdbuf with an option only known at run time")
 			return true
@@ -501,7 +506,7 @@ func (w *walker) unwrap(name string, args []Word, redirs []*syntax.Redirect, st 
 		w.inner(name, rest, redirs, st, pathChanged)
 		return true
 	case "timeout":
-		rest, _, ok := options(args, "sk")
+		rest, _, ok := options(args, "sk", "--signal", "--kill-after")
 		if !ok || len(rest) == 0 {
 			if !ok {
 				w.opaque("timeout with an option only known at run time")
@@ -641,10 +646,10 @@ func (w *walker) env(args []Word, redirs []*syntax.Redirect, st *state, pathChan
 		case v == "--":
 			i++
 			goto done
-		case v == "-S" || v == "--split-string" || strings.HasPrefix(v, "--split-string=") || strings.HasPrefix(v, "-S"):
+		case v == "--split-string" || strings.HasPrefix(v, "--split-string=") || !strings.HasPrefix(v, "--") && strings.HasPrefix(v, "-") && strings.ContainsRune(v, 'S'):
 			w.opaque("env -S splits a string into a command only at run time")
 			return true
-		case v == "-C" || v == "--chdir":
+		case v == "--chdir":
 			if i+1 >= len(args) || !args[i+1].Known {
 				sub.dirUnknown = true
 			} else {
@@ -656,8 +661,33 @@ func (w *walker) env(args []Word, redirs []*syntax.Redirect, st *state, pathChan
 			d := strings.TrimPrefix(v, "--chdir=")
 			w.res.Paths = append(w.res.Paths, Path{Dir: sub.dir, DirUnknown: sub.dirUnknown, Path: d, Cd: true})
 			sub.dir = join(sub.dir, d)
-		case v == "-u" || v == "--unset":
+		case v == "--unset":
 			i++
+		case strings.HasPrefix(v, "-") && !strings.HasPrefix(v, "--"):
+			// A cluster such as -iu NAME or -C/dir: u and C take the rest
+			// of the cluster, or the next word.
+			for j := 1; j < len(v); j++ {
+				if v[j] != 'u' && v[j] != 'C' {
+					continue
+				}
+				arg, known := v[j+1:], true
+				if arg == "" {
+					i++
+					if i >= len(args) {
+						break
+					}
+					arg, known = args[i].Value, args[i].Known
+				}
+				if v[j] == 'C' {
+					if !known {
+						sub.dirUnknown = true
+					} else {
+						w.res.Paths = append(w.res.Paths, Path{Dir: sub.dir, DirUnknown: sub.dirUnknown, Path: arg, Cd: true})
+						sub.dir = join(sub.dir, arg)
+					}
+				}
+				break
+			}
 		case strings.HasPrefix(v, "-"):
 		case strings.Contains(v, "="):
 			if strings.HasPrefix(v, "PATH=") {
@@ -767,24 +797,45 @@ func (w *walker) xargs(args []Word, redirs []*syntax.Redirect, st *state, pathCh
 			break
 		}
 		switch {
-		case v == "-I" || v == "--replace":
+		case v == "--replace":
 			if i+1 < len(args) {
 				replace = args[i+1].Value
 			}
 			i++
-		case strings.HasPrefix(v, "-I"):
-			replace = v[2:]
 		case strings.HasPrefix(v, "--replace="):
 			replace = strings.TrimPrefix(v, "--replace=")
-		case v == "-i":
-			replace = "{}"
 		case strings.HasPrefix(v, "--"):
 			if !strings.Contains(v, "=") && (v == "--arg-file" || v == "--delimiter" || v == "--max-args" || v == "--max-procs" || v == "--max-lines" || v == "--max-chars" || v == "--eof" || v == "--process-slot-var") {
 				i++
 			}
 		default:
-			if len(v) == 2 && strings.ContainsRune("aEdnPLsl", rune(v[1])) && v[1] != 'l' {
-				i++ // the option's argument is the next word
+			// A cluster such as -0rn 1 or -I{}: a, E, d, n, P, L, s and I
+			// take the rest of the cluster, or the next word; i and l
+			// take only an attached one.
+			for j := 1; j < len(v); j++ {
+				c := v[j]
+				if c == 'i' {
+					replace = "{}"
+					if j+1 < len(v) {
+						replace = v[j+1:]
+					}
+					break
+				}
+				if c == 'l' {
+					break
+				}
+				if strings.IndexByte("aEdnPLsI", c) < 0 {
+					continue
+				}
+				arg := v[j+1:]
+				if arg == "" && i+1 < len(args) {
+					i++
+					arg = args[i].Value
+				}
+				if c == 'I' {
+					replace = arg
+				}
+				break
 			}
 		}
 	}
@@ -836,7 +887,7 @@ func (w *walker) find(args []Word, st *state, pathChanged bool) {
 // options skips the leading options of a command, of which those in
 // withArg take the next word (or the rest of their cluster). ok is false
 // when an option is only known at run time.
-func options(args []Word, withArg string) (rest []Word, opts string, ok bool) {
+func options(args []Word, withArg string, longWithArg ...string) (rest []Word, opts string, ok bool) {
 	i := 0
 	for ; i < len(args); i++ {
 		a := args[i]
@@ -851,8 +902,16 @@ func options(args []Word, withArg string) (rest []Word, opts string, ok bool) {
 		if !strings.HasPrefix(v, "-") || v == "-" {
 			break
 		}
-		if strings.HasPrefix(v, "--") || isDigits(v[1:]) {
-			continue // a long option, or nice -5
+		if strings.HasPrefix(v, "--") {
+			for _, l := range longWithArg {
+				if v == l {
+					i++ // --kill-after 5: the value is the next word
+				}
+			}
+			continue
+		}
+		if isDigits(v[1:]) {
+			continue // nice -5
 		}
 		for j := 1; j < len(v); j++ {
 			opts += v[j : j+1]
