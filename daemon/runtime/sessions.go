@@ -104,7 +104,10 @@ type Manager struct {
 	agentSessions map[string]string
 	// decided keeps hook decisions for the in-band channel to confirm
 	// (permissions.go).
-	decided   map[string]decidedUse
+	decided map[string]decidedUse
+
+	cacheMu   sync.Mutex
+	manifests map[string]wire.Manifest // decoded manifests (manifest, saveManifest)
 	closing   bool
 	listeners map[int]func(control.Notice)
 	nextL     int
@@ -128,7 +131,7 @@ func NewManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 	m := &Manager{
 		opts: opts, ctx: mctx, cancel: cancel, slots: map[string]*slot{}, listeners: map[int]func(control.Notice){},
 		broker: hookbridge.NewBroker(hookbridge.BrokerOptions{Timeout: opts.HookTimeout}),
-		modes:  map[string]string{}, agentSessions: map[string]string{}, decided: map[string]decidedUse{},
+		modes:  map[string]string{}, agentSessions: map[string]string{}, decided: map[string]decidedUse{}, manifests: map[string]wire.Manifest{},
 		worktrees: newWorktrees(opts),
 	}
 	for _, id := range ids {
@@ -543,6 +546,9 @@ func (m *Manager) Manifest(ctx context.Context, id string) (wire.Manifest, error
 }
 
 func (m *Manager) manifest(ctx context.Context, id string) (wire.Manifest, error) {
+	if mf, ok := m.cachedManifest(id); ok {
+		return mf, nil
+	}
 	s, err := m.opts.Store.Session(ctx, id)
 	if err != nil {
 		return wire.Manifest{}, err
@@ -554,7 +560,39 @@ func (m *Manager) manifest(ctx context.Context, id string) (wire.Manifest, error
 	if mf.Approvals == nil {
 		mf.Approvals = []wire.Approval{}
 	}
+	m.cacheManifest(id, mf)
 	return mf, nil
+}
+
+// maxCachedManifests bounds the decoded manifests a worker keeps.
+const maxCachedManifests = 256
+
+// The decoded manifests of sessions, so that a tool use's decision does
+// not read and decode a manifest whose approvals grow with every decision
+// (twice: for the mode and the policy source). Every write goes through
+// saveManifest, which refreshes the cache; a copy goes in and out, so no
+// caller shares the approvals' backing array.
+func (m *Manager) cachedManifest(id string) (wire.Manifest, bool) {
+	m.cacheMu.Lock()
+	defer m.cacheMu.Unlock()
+	mf, ok := m.manifests[id]
+	if ok {
+		mf.Approvals = append([]wire.Approval{}, mf.Approvals...)
+	}
+	return mf, ok
+}
+
+func (m *Manager) cacheManifest(id string, mf wire.Manifest) {
+	mf.Approvals = append([]wire.Approval{}, mf.Approvals...)
+	m.cacheMu.Lock()
+	defer m.cacheMu.Unlock()
+	if _, ok := m.manifests[id]; !ok && len(m.manifests) >= maxCachedManifests {
+		for k := range m.manifests {
+			delete(m.manifests, k)
+			break
+		}
+	}
+	m.manifests[id] = mf
 }
 
 // updateManifest changes a session's manifest; one change at a time, so
@@ -576,7 +614,18 @@ func (m *Manager) saveManifest(ctx context.Context, id string, mf wire.Manifest)
 	if err != nil {
 		return err
 	}
-	return m.opts.Store.SetManifest(ctx, id, raw)
+	if err := m.opts.Store.SetManifest(ctx, id, raw); err != nil {
+		// The stored one may or may not have changed: read it afresh.
+		m.cacheMu.Lock()
+		delete(m.manifests, id)
+		m.cacheMu.Unlock()
+		return err
+	}
+	if mf.Approvals == nil {
+		mf.Approvals = []wire.Approval{}
+	}
+	m.cacheManifest(id, mf)
+	return nil
 }
 
 // List lists reeve's sessions matching the request.
