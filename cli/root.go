@@ -132,6 +132,7 @@ func NewRootCmd(env *Env) *cobra.Command {
 		newServiceCmd(env),
 		newSetupCmd(env),
 		newUpdateCmd(env),
+		newTeamResourceCmd(env),
 	)
 	root.AddCommand(newContextCmd(env))  // reeve context ... (context*.go)
 	root.AddCommand(newEvidenceCmd(env)) // reeve evidence verify (evidence.go)

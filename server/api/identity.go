@@ -51,6 +51,9 @@ func (s *Server) handlers() map[string]handlerFunc {
 	for k, v := range s.relayBusHandlers() {
 		m[k] = v
 	}
+	for k, v := range s.teamResourceHandlers() {
+		m[k] = v
+	}
 	for k, v := range s.contextVaultHandlers() {
 		m[k] = v
 	}

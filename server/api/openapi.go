@@ -28,6 +28,7 @@ var tagDescriptions = map[string]string{
 	"Insights":             "Insights (spec 4.9).",
 	"Workflow Runs":        "Workflow runs (spec 4.10).",
 	"Runtime":              "Daemon-facing and internal routes (spec 4.11).",
+	"Team Resources":       "A workspace's shared project configuration (.reeve/ bundles) that `reeve team-resource sync` commits (docs/team-resources.md).",
 	"Integration Webhooks": "Outbound integration webhooks (spec 4.12).",
 	"Context Sources":      "Context sources (spec 4.12).",
 	"Context Vaults":       "Context vaults (spec 4.12).",

@@ -552,6 +552,7 @@ func specRoutes() []Route {
 		placeholder("GET", rp+"/{reviewPacket}/export", "Review Packets"))
 
 	add(many("Webhooks", "POST", prefixed("/api/webhooks", "/code-host/events", "/chat/events", "/tracker/events", "/payments-thin/events", "/payments/events")...)...)
+	add(teamResourceRoutes()...) // the service's own (teamresources.go)
 	return t
 }
 

@@ -287,6 +287,9 @@ func requestSchemas() map[string]schema {
 	for k, v := range contextVaultRequestSchemas() {
 		m[k] = v
 	}
+	for k, v := range teamResourceRequestSchemas() {
+		m[k] = v
+	}
 	// A typed body names all its fields: an unknown one is refused (422),
 	// so nothing — a secret least of all — is stored unseen. Placeholder
 	// bodies (spec 4.0) stay open, and so do the items nested in bodies
@@ -441,6 +444,9 @@ func responseSchemas() map[string]schema {
 		})}),
 	}
 	for k, v := range contextVaultResponseSchemas() {
+		m[k] = v
+	}
+	for k, v := range teamResourceResponseSchemas() {
 		m[k] = v
 	}
 	return m
