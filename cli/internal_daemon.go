@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -34,9 +36,19 @@ func newSupervisorCmd(env *Env) *cobra.Command {
 				return withExit(ExitFailure, err)
 			}
 			dir := home.Dir(opts.home)
+			// The settings of the start that spawned this supervisor; the
+			// worker must not inherit them.
+			var launch *home.Launch
+			if v := env.Getenv(envLaunch); v != "" {
+				launch = &home.Launch{}
+				if err := json.Unmarshal([]byte(v), launch); err != nil {
+					return withExit(ExitFailure, fmt.Errorf("%s: %w", envLaunch, err))
+				}
+			}
+			os.Unsetenv(envLaunch)
 			err = supervisor.Run(cmd.Context(), supervisor.Options{
 				Home: dir, Executable: exe, WorkerArgs: workerArgs(dir),
-				Log: env.Err, Status: statusPipe(env),
+				Log: env.Err, Status: statusPipe(env), Launch: launch,
 			})
 			return withExit(ExitFailure, err)
 		},

@@ -130,26 +130,29 @@ func startDaemon(ctx context.Context, env *Env, l home.Launch, foreground bool, 
 		}
 		return &ExitError{Code: ExitConflict, Err: alreadyRunning{fmt.Sprintf("a daemon is already running from %s%s; use `reeve restart` to apply new settings", dir, pid)}}
 	}
-	if err := dir.WriteLaunch(l); err != nil {
-		return withExit(ExitFailure, err)
-	}
+	// The launch is persisted by the supervisor once it holds the home's
+	// lock: written here, a start that loses the race would overwrite the
+	// settings of the one that wins.
 	exe, err := env.Executable()
 	if err != nil {
 		return withExit(ExitFailure, fmt.Errorf("locate the reeve executable: %w", err))
 	}
 	if foreground {
-		return runSupervisorForeground(ctx, env, dir, exe, inUse)
+		return runSupervisorForeground(ctx, env, dir, l, exe, inUse)
 	}
-	return spawnSupervisor(ctx, env, dir, exe, inUse)
+	return spawnSupervisor(ctx, env, dir, l, exe, inUse)
 }
+
+// envLaunch carries the launch from `start` to its supervisor.
+const envLaunch = "REEVE_LAUNCH"
 
 // runSupervisorForeground runs the supervisor in this process, logging to
 // stderr, until interrupted.
-func runSupervisorForeground(ctx context.Context, env *Env, dir home.Dir, exe, inUse string) error {
+func runSupervisorForeground(ctx context.Context, env *Env, dir home.Dir, l home.Launch, exe, inUse string) error {
 	r, w := io.Pipe()
-	go reportReadiness(env, dir, bufio.NewReader(r), nil, inUse)
+	go reportReadiness(env, dir, l, bufio.NewReader(r), nil, inUse)
 	err := supervisor.Run(ctx, supervisor.Options{
-		Home: dir, Executable: exe, WorkerArgs: workerArgs(dir), Log: env.Err, Status: w,
+		Home: dir, Executable: exe, WorkerArgs: workerArgs(dir), Log: env.Err, Status: w, Launch: &l,
 	})
 	w.Close()
 	if err != nil {
@@ -160,7 +163,11 @@ func runSupervisorForeground(ctx context.Context, env *Env, dir home.Dir, exe, i
 
 // spawnSupervisor starts a detached supervisor process and reads its first
 // readiness report from a pipe passed as file descriptor 3.
-func spawnSupervisor(ctx context.Context, env *Env, dir home.Dir, exe, inUse string) error {
+func spawnSupervisor(ctx context.Context, env *Env, dir home.Dir, l home.Launch, exe, inUse string) error {
+	launch, err := json.Marshal(l)
+	if err != nil {
+		return withExit(ExitFailure, err)
+	}
 	logf, err := os.OpenFile(dir.LogFile(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return withExit(ExitFailure, fmt.Errorf("open daemon log: %w", err))
@@ -181,7 +188,7 @@ func spawnSupervisor(ctx context.Context, env *Env, dir home.Dir, exe, inUse str
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.ExtraFiles = []*os.File{statusW}
-	cmd.Env = append(os.Environ(), "REEVE_STATUS_FD=3")
+	cmd.Env = append(os.Environ(), "REEVE_STATUS_FD=3", envLaunch+"="+string(launch))
 	// A new session detaches the daemon from this terminal and makes the
 	// supervisor the leader of the process group that `stop --force` kills.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -193,7 +200,7 @@ func spawnSupervisor(ctx context.Context, env *Env, dir home.Dir, exe, inUse str
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 
-	err = reportReadiness(env, dir, bufio.NewReader(statusR), exited, inUse)
+	err = reportReadiness(env, dir, l, bufio.NewReader(statusR), exited, inUse)
 	if err != nil {
 		// Make sure nothing is left half-started.
 		select {
@@ -209,7 +216,7 @@ func spawnSupervisor(ctx context.Context, env *Env, dir home.Dir, exe, inUse str
 
 // reportReadiness waits for the readiness line and tells the user the
 // outcome, with progress on a slow start.
-func reportReadiness(env *Env, dir home.Dir, r *bufio.Reader, exited <-chan struct{}, inUse string) error {
+func reportReadiness(env *Env, dir home.Dir, l home.Launch, r *bufio.Reader, exited <-chan struct{}, inUse string) error {
 	linec := make(chan []byte, 1)
 	go func() {
 		line, _ := r.ReadBytes('\n')
@@ -232,7 +239,7 @@ func reportReadiness(env *Env, dir home.Dir, r *bufio.Reader, exited <-chan stru
 				return startFailure(rd.Error)
 			}
 			fmt.Fprintf(env.Err, "reeve: daemon started: worker pid %d listening on %s\n", rd.PID, describeEndpoint(rd.Network, rd.Address))
-			if l, err := dir.ReadLaunch(); err == nil && l.Auth {
+			if l.Auth {
 				fmt.Fprintf(env.Err, "reeve: token auth is on; the bearer token is in %s\n", dir.TokenFile())
 			}
 			return nil

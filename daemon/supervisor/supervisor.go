@@ -41,6 +41,10 @@ type Options struct {
 	// DrainTimeout is how long a stopping worker may take before it is
 	// killed; default 10s.
 	DrainTimeout time.Duration
+	// Launch, when set, is persisted in the home once the lock is held and
+	// before the worker starts: of two starts racing, the one that wins the
+	// lock runs its own settings, never the loser's.
+	Launch *home.Launch
 }
 
 func (o *Options) defaults() {
@@ -76,6 +80,12 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer lock.Release()
+	if opts.Launch != nil {
+		if err := opts.Home.WriteLaunch(*opts.Launch); err != nil {
+			s.relay(wire.Readiness{Error: err.Error(), Fatal: true})
+			return err
+		}
+	}
 	pgid, _ := syscall.Getpgid(os.Getpid())
 	if err := home.WritePID(opts.Home.SupervisorPIDFile(), home.PIDFile{PID: os.Getpid(), PGID: pgid, StartedAt: time.Now().UTC()}); err != nil {
 		s.relay(wire.Readiness{Error: err.Error(), Fatal: true})
