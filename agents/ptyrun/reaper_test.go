@@ -231,3 +231,26 @@ func TestAgentSeesNoReaper(t *testing.T) {
 		t.Fatalf("%s, want the reaper %d as the parent", lines[2], p.Pid())
 	}
 }
+
+// The reaper's cost per turn: starting and waiting for /bin/true under
+// StartPipe (reaper, pipes, drainers) against a bare exec of it.
+func BenchmarkStartUnderReaper(b *testing.B) {
+	b.Run("baseline-exec", func(b *testing.B) {
+		for b.Loop() {
+			if err := exec.Command("/bin/true").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("startpipe-reaper", func(b *testing.B) {
+		for b.Loop() {
+			p, err := StartPipe(context.Background(), PipeOptions{Path: "/bin/true"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if r := p.Wait(); r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+	})
+}
