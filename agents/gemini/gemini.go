@@ -148,6 +148,9 @@ func (a *Adapter) governedHome(t agents.Turn, env []string) (string, error) {
 		return "", fmt.Errorf("gemini: %w", err)
 	}
 	userDir := filepath.Join(userHome(env), ".gemini")
+	if h := envValue(env, "GEMINI_CLI_HOME"); h != "" && h != home {
+		userDir = filepath.Join(h, ".gemini") // the user's own relocated home
+	}
 	settings := map[string]any{}
 	if b, err := os.ReadFile(filepath.Join(userDir, "settings.json")); err == nil {
 		if err := json.Unmarshal(b, &settings); err != nil {
@@ -202,13 +205,20 @@ func failClosed(cmd string) string {
 }
 
 func userHome(env []string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := cut(env[i]); ok && k == "HOME" {
-			return v
-		}
+	if h := envValue(env, "HOME"); h != "" {
+		return h
 	}
 	h, _ := os.UserHomeDir()
 	return h
+}
+
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := cut(env[i]); ok && k == key {
+			return v
+		}
+	}
+	return ""
 }
 
 func cut(kv string) (string, string, bool) {
