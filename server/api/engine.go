@@ -348,6 +348,12 @@ func (c *call) collection(recs []store.Record, limit int) sdk.RecordCollectionRe
 }
 
 func (c *call) createRecord(collection, key string, attrs map[string]any) (sdk.Record, error) {
+	return c.createRecordChecked(collection, key, attrs, nil)
+}
+
+// createRecordChecked creates a record if check, run in the store's write
+// transaction, approves (see store.CreateRecordChecked).
+func (c *call) createRecordChecked(collection, key string, attrs map[string]any, check func(store.RecordReader) error) (sdk.Record, error) {
 	if attrs == nil {
 		attrs = map[string]any{}
 	}
@@ -358,7 +364,7 @@ func (c *call) createRecord(collection, key string, attrs map[string]any) (sdk.R
 	now := c.now()
 	rec := store.Record{WorkspaceID: c.workspaceID(), Collection: collection, NaturalKey: key, Attributes: b, CreatedBy: c.p.Actor(), CreatedAt: now, UpdatedAt: now}
 	rec.ID = newRecordID()
-	if err := c.s.st.CreateRecord(c.ctx(), &rec, c.audit("record.create", collection+"/"+rec.ID, nil)); err != nil {
+	if err := c.s.st.CreateRecordChecked(c.ctx(), &rec, check, c.audit("record.create", collection+"/"+rec.ID, nil)); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return sdk.Record{}, errorf(http.StatusConflict, sdk.CodeConflict, "a record with this key already exists in %s", collection)
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/store"
 )
 
 // apiError is an error that knows its status, code and details. Handlers
@@ -50,7 +51,14 @@ func invalid(details ...sdk.ErrorDetail) *apiError {
 // leave the server, so every status has the same shape.
 func writeError(w http.ResponseWriter, requestID string, err error) {
 	var ae *apiError
-	if !errors.As(err, &ae) {
+	switch {
+	case errors.As(err, &ae):
+	case errors.Is(err, store.ErrUnavailable):
+		// The database is down or the connection was lost: the request may
+		// succeed on a retry (writes were not committed, or are idempotent).
+		ae = errorf(http.StatusServiceUnavailable, sdk.CodeUnavailable, "the database is unavailable; retry")
+		ae.Header = http.Header{"Retry-After": {"1"}}
+	default:
 		ae = errorf(http.StatusInternalServerError, sdk.CodeInternal, "internal error")
 	}
 	for k, vs := range ae.Header {

@@ -60,8 +60,31 @@ func (s *Server) handlers() map[string]handlerFunc {
 	return m
 }
 
+// dbPinger is what health asks of a store that can report its database.
+type dbPinger interface {
+	Ping(ctx context.Context) error
+	Engine() string
+	SchemaVersion() int
+}
+
+// health answers 200 with the database's state, or 503 (an ErrorEnvelope)
+// when the database does not answer, so a load balancer takes the replica
+// out of rotation.
 func (s *Server) health(c *call) (int, any, error) {
-	return 200, sdk.Health{Status: "ok", Version: s.opts.Version}, nil
+	h := sdk.Health{Status: "ok", Version: s.opts.Version}
+	if p, ok := s.st.(dbPinger); ok {
+		ctx, cancel := context.WithTimeout(c.ctx(), 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := p.Ping(ctx); err != nil {
+			s.log.Warn("health: database unavailable", "err", err)
+			e := errorf(http.StatusServiceUnavailable, sdk.CodeUnavailable, "the %s database does not answer", p.Engine())
+			e.Header = http.Header{"Retry-After": {"1"}}
+			return 0, nil, e
+		}
+		h.Database = &sdk.HealthDatabase{Engine: p.Engine(), Status: "ok", SchemaVersion: p.SchemaVersion(), LatencyMS: float64(time.Since(start).Microseconds()) / 1000}
+	}
+	return 200, h, nil
 }
 
 func (s *Server) discovery() sdk.Discovery {

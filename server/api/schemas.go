@@ -406,7 +406,10 @@ func responseSchemas() map[string]schema {
 		"RelayTokenResponse": object([]string{"data"}, schema{"data": object([]string{"token", "expires_at", "relay_url"}, schema{
 			"token": tString(), "expires_at": schema{"type": "string", "format": "date-time"}, "relay_url": tString(),
 		})}),
-		"Health": object([]string{"status", "version"}, schema{"status": enum("ok"), "version": tString()}),
+		"Health": object([]string{"status", "version"}, schema{"status": enum("ok"), "version": tString(),
+			"database": object([]string{"engine", "status", "schema_version", "latency_ms"}, schema{
+				"engine": enum("sqlite", "postgres"), "status": enum("ok"), "schema_version": tInt(), "latency_ms": typ("number"),
+			})}),
 		"Discovery": object([]string{"api_url", "app_url", "relay_url", "openapi_url", "login_url", "version"}, schema{
 			"api_url": tString(), "app_url": tString(), "relay_url": tString(), "openapi_url": tString(), "login_url": tString(), "version": tString(),
 		}),

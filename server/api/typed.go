@@ -280,31 +280,53 @@ func (s *Server) gatewayUsage(c *call) (int, any, error) {
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return 0, nil, err
 	}
-	var policy struct {
+	type budget struct {
 		BillingActive *bool  `json:"billing_active"`
 		HardCapUSD    string `json:"hard_cap_usd"`
 	}
-	if len(c.ws.BudgetPolicy) > 0 {
-		_ = json.Unmarshal(c.ws.BudgetPolicy, &policy) // arrays and other shapes carry no cap
+	policyOf := func(ws store.Workspace) (p budget) {
+		if len(ws.BudgetPolicy) > 0 {
+			_ = json.Unmarshal(ws.BudgetPolicy, &p) // arrays and other shapes carry no cap
+		}
+		return p
 	}
 	deny := func(reason, msg string) (int, any, error) {
 		e := errorf(http.StatusPaymentRequired, sdk.CodeAdmissionDenied, "%s", msg)
 		e.Extra = map[string]any{"data": map[string]any{"reason": reason}}
 		return 0, nil, e
 	}
-	if policy.BillingActive != nil && !*policy.BillingActive {
+	if p := policyOf(*c.ws); p.BillingActive != nil && !*p.BillingActive {
 		return deny("billing_inactive", "workspace billing is inactive")
 	}
 	cost, _ := new(big.Rat).SetString(c.body["cost_usd"].(string))
-	if capUSD, ok := new(big.Rat).SetString(policy.HardCapUSD); ok && policy.HardCapUSD != "" {
+	errCap, errInactive := errors.New("hard cap"), errors.New("billing inactive")
+	// The policy and the sum are read in the transaction that writes the
+	// entry, so concurrent entries (on any replica, whatever its cached
+	// copy of the workspace) cannot together pass the cap.
+	check := func(v store.RecordReader) error {
+		ws, err := v.Workspace()
+		if err != nil {
+			return err
+		}
+		policy := policyOf(ws)
+		if policy.BillingActive != nil && !*policy.BillingActive {
+			return errInactive
+		}
+		capUSD, capped := new(big.Rat).SetString(policy.HardCapUSD)
+		if !capped || policy.HardCapUSD == "" {
+			return nil
+		}
 		total := new(big.Rat).Set(cost)
 		var after int64
 		for {
-			recs, err := s.st.Records(c.ctx(), c.ws.ID, coll, store.ListOptions{After: after, Limit: 500})
+			recs, err := v.Records(coll, store.ListOptions{After: after, Limit: 500})
 			if err != nil {
-				return 0, nil, err
+				return err
 			}
 			for _, r := range recs {
+				if r.NaturalKey == key {
+					return store.ErrConflict // a concurrent request with this key won: replay it
+				}
 				var a struct {
 					Cost string `json:"cost_usd"`
 				}
@@ -320,15 +342,22 @@ func (s *Server) gatewayUsage(c *call) (int, any, error) {
 			after = recs[len(recs)-1].Seq
 		}
 		if total.Cmp(capUSD) > 0 {
-			return deny("hard_cap_exceeded", "the workspace hard cap would be exceeded")
+			return errCap
 		}
+		return nil
 	}
 	a := map[string]any{}
 	for k, v := range c.body {
 		a[k] = v
 	}
 	a["finalized_at"], a["install_id"] = c.now(), c.p.InstallID
-	rec, err := c.createRecord(coll, key, a)
+	rec, err := c.createRecordChecked(coll, key, a, check)
+	switch {
+	case errors.Is(err, errCap):
+		return deny("hard_cap_exceeded", "the workspace hard cap would be exceeded")
+	case errors.Is(err, errInactive):
+		return deny("billing_inactive", "workspace billing is inactive")
+	}
 	var ae *apiError
 	if errors.As(err, &ae) && ae.Status == http.StatusConflict {
 		// A concurrent request with the same key won; replay it.

@@ -49,6 +49,7 @@ const (
 	CodeAdmissionDenied      = "admission_denied"           // 402: billing inactive or hard cap
 	CodeRateLimited          = "rate_limited"               // 429: runtime throttling
 	CodeInternal             = "internal_error"             // 500
+	CodeUnavailable          = "unavailable"                // 503: the database cannot be reached; retry
 )
 
 // Workspace roles, in increasing power.
@@ -213,8 +214,18 @@ type LoginResponse struct {
 
 // Health is the answer of GET /api/health.
 type Health struct {
-	Status  string `json:"status"`
-	Version string `json:"version"`
+	Status   string          `json:"status"`
+	Version  string          `json:"version"`
+	Database *HealthDatabase `json:"database,omitempty"`
+}
+
+// HealthDatabase is the state of the server's database as /api/health
+// found it (a down database answers 503 instead).
+type HealthDatabase struct {
+	Engine        string  `json:"engine"` // sqlite or postgres
+	Status        string  `json:"status"` // ok
+	SchemaVersion int     `json:"schema_version"`
+	LatencyMS     float64 `json:"latency_ms"`
 }
 
 // Discovery is the .well-known document a command line reads to find the

@@ -27,7 +27,11 @@ type Server struct {
 
 // Options tune Start; DataDir reuses a directory (to test restarts).
 type Options struct {
-	DataDir      string
+	DataDir string
+	// DatabaseURL selects another database than the SQLite file in
+	// DataDir: servers started with one URL (and one DataDir, for the
+	// master key) are replicas of one control plane.
+	DatabaseURL  string
 	MaxBodyBytes int64
 	CacheTTL     time.Duration
 }
@@ -39,7 +43,7 @@ func Start(t testing.TB, o Options) *Server {
 	if dir == "" {
 		dir = filepath.Join(t.TempDir(), "data")
 	}
-	h, err := host.New(context.Background(), host.Options{Listen: "127.0.0.1:0", DataDir: dir, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL})
+	h, err := host.New(context.Background(), host.Options{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: o.DatabaseURL, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}

@@ -702,10 +702,51 @@ func nullKey(k string) any {
 }
 
 func (s *DB) CreateRecord(ctx context.Context, r *Record, audit AuditEntry) error {
+	return s.CreateRecordChecked(ctx, r, nil, audit)
+}
+
+// txRecords reads a workspace's records inside a write transaction.
+type txRecords struct {
+	tx *Tx
+	ws string
+}
+
+func (v txRecords) Workspace() (Workspace, error) {
+	w, err := scanWorkspace(v.tx.QueryRow(`SELECT `+wsCols+` FROM workspaces WHERE id = ? AND deleted_at IS NULL`, v.ws))
+	return w, notFound(err)
+}
+
+func (v txRecords) Records(collection string, opts ListOptions) ([]Record, error) {
+	limit := opts.Limit
+	if limit <= 0 || limit > 500 {
+		limit = 100
+	}
+	rows, err := v.tx.Query(`SELECT `+recCols+` FROM records WHERE workspace_id = ? AND collection = ? AND seq > ? ORDER BY seq LIMIT ?`, v.ws, collection, opts.After, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list records: %w", err)
+	}
+	defer rows.Close()
+	out := []Record{}
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (s *DB) CreateRecordChecked(ctx context.Context, r *Record, check func(RecordReader) error, audit AuditEntry) error {
 	if r.ID == "" {
 		r.ID = newID()
 	}
 	return s.exec(ctx, func(tx *Tx) error {
+		if check != nil {
+			if err := check(txRecords{tx: tx, ws: r.WorkspaceID}); err != nil {
+				return err
+			}
+		}
 		err := tx.QueryRow(sqlInsertRecord,
 			r.ID, r.WorkspaceID, r.Collection, nullKey(r.NaturalKey), string(r.Attributes), r.CreatedBy, ts(r.CreatedAt), ts(r.UpdatedAt)).Scan(&r.Seq)
 		if isUniqueViolation(err) {

@@ -124,6 +124,14 @@ type ListOptions struct {
 	Limit int   // 0: the implementation's default
 }
 
+// RecordReader reads one workspace, and its records, inside a write
+// transaction (see CreateRecordChecked): what it returns is current, not
+// a replica's cached copy.
+type RecordReader interface {
+	Workspace() (Workspace, error)
+	Records(collection string, opts ListOptions) ([]Record, error)
+}
+
 // Store is everything the API needs from persistence. Every mutation of a
 // workspace's records appends its audit entry in the same transaction.
 type Store interface {
@@ -169,6 +177,12 @@ type Store interface {
 	// Record engine. CreateRecord returns ErrConflict when the natural key
 	// is taken.
 	CreateRecord(ctx context.Context, r *Record, audit AuditEntry) error
+	// CreateRecordChecked creates r only if check, run in the same write
+	// transaction with a view of the workspace's records, returns nil (its
+	// error is returned as is). Admission against a ledger (a cap over the
+	// sum of records) is decided there: concurrent creators, on any replica,
+	// are serialized, so check sees every record committed before its own.
+	CreateRecordChecked(ctx context.Context, r *Record, check func(RecordReader) error, audit AuditEntry) error
 	Record(ctx context.Context, workspaceID, collection, id string) (Record, error)
 	RecordByKey(ctx context.Context, workspaceID, collection, key string) (Record, error)
 	Records(ctx context.Context, workspaceID, collection string, opts ListOptions) ([]Record, error)

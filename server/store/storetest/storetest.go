@@ -123,3 +123,40 @@ func redact(s string) string {
 	}
 	return u.Redacted()
 }
+
+// CutOff makes the database at dbURL (one PostgresURL made) unreachable:
+// its connections are terminated and new ones refused, as when the
+// database goes down. The returned function brings it back.
+func CutOff(t testing.TB, dbURL string) (restore func()) {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := u.Path[1:]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db, err := admin(ctx)
+	if err != nil {
+		t.Fatalf("connect to PostgreSQL: %v", err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `ALTER DATABASE `+name+` WITH ALLOW_CONNECTIONS false`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, name); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		db, err := admin(ctx)
+		if err != nil {
+			t.Fatalf("connect to PostgreSQL: %v", err)
+		}
+		defer db.Close()
+		if _, err := db.ExecContext(ctx, `ALTER DATABASE `+name+` WITH ALLOW_CONNECTIONS true`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
