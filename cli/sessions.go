@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/daemon/wireclient"
 )
 
 type sendOptions struct {
@@ -105,29 +107,67 @@ func runLogs(ctx context.Context, opts *logsOptions) error {
 		}
 		return nil
 	}
-	// Without --follow: what is stored now, page by page, then exit.
-	r := &renderer{w: opts.env.Out}
-	after := opts.lastSeq
-	for {
-		evs, err := c.Events(ctx, opts.sessionID, after, 1000)
-		if err != nil {
-			return apiExit(err)
-		}
-		for _, e := range evs {
-			if opts.json {
-				if err := writeJSONLine(opts.env.Out, e); err != nil {
-					return err
-				}
-			} else {
-				r.render(e)
-			}
-			after = e.Seq
-		}
-		if len(evs) < 1000 {
-			r.finish()
-			return nil
-		}
+	return opts.printStored(ctx, c)
+}
+
+// printStored prints what the session's log holds now, then returns. It
+// streams over the control protocol, in batches, up to the last seq the
+// session had when the command began (a running session goes on writing);
+// with --json each line is the daemon's session-update frame, passed
+// through unchanged rather than decoded and encoded again.
+func (opts *logsOptions) printStored(ctx context.Context, c Daemon) error {
+	si, err := c.Session(ctx, opts.sessionID)
+	if err != nil {
+		return apiExit(err)
 	}
+	if si.LastSeq <= opts.lastSeq {
+		return nil
+	}
+	p, err := c.Protocol(ctx)
+	if err != nil {
+		return apiExit(err)
+	}
+	s, err := p.Subscribe(ctx, opts.sessionID, opts.lastSeq)
+	if err != nil {
+		return timeoutExit(ctx, ackExit(err), "session "+opts.sessionID)
+	}
+	w := bufio.NewWriterSize(opts.env.Out, 64<<10)
+	r := &renderer{w: w}
+	last := opts.lastSeq
+	for last < si.LastSeq {
+		var u wireclient.Update
+		var ok bool
+		select {
+		case u, ok = <-s.Updates():
+		case <-ctx.Done():
+			w.Flush()
+			return timeoutExit(ctx, ctx.Err(), "session "+opts.sessionID)
+		}
+		if !ok {
+			break
+		}
+		if opts.json {
+			w.Write(u.Raw)
+			w.WriteByte('\n')
+		} else {
+			r.render(u.SessionUpdate)
+		}
+		last = u.Seq
+	}
+	if !opts.json {
+		r.finish()
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("write events: %w", err)
+	}
+	if last < si.LastSeq && s.Ended() == nil {
+		err := s.Err()
+		if err == nil {
+			err = p.Err()
+		}
+		return timeoutExit(ctx, fmt.Errorf("the stream of session %s ended after seq %d of %d: %w", opts.sessionID, last, si.LastSeq, err), "session "+opts.sessionID)
+	}
+	return nil
 }
 
 // followSession subscribes to a session after afterSeq and follows it to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"regexp"
 	"strings"
@@ -304,5 +305,69 @@ func TestRun(t *testing.T) {
 	}
 	if len(f.calls) != 0 {
 		t.Fatalf("calls %v", f.calls)
+	}
+}
+
+// logs without --follow streams what is stored when it begins and stops
+// there, though the running session goes on; with --json each line is the
+// daemon's frame, byte for byte.
+func TestLogsPrintsStoredEvents(t *testing.T) {
+	s := newStream()
+	f := &fakeDaemon{session: func(string) (wire.SessionInfo, error) { si := reeveOne; si.LastSeq = 3; return si, nil },
+		subscribe: func(_ string, after int64) (Stream, error) {
+			if after != 1 {
+				t.Errorf("after %d", after)
+			}
+			return s, nil
+		}}
+	var frames []string
+	go func() {
+		for seq := int64(2); seq <= 5; seq++ { // 4 and 5 come after the command began
+			s.send("01REEVE", seq, wire.KindAgentMessage, wire.AgentMessage{Text: fmt.Sprint("m", seq)})
+		}
+	}()
+	for seq := int64(2); seq <= 3; seq++ {
+		raw, _ := json.Marshal(wire.AgentMessage{Text: fmt.Sprint("m", seq)})
+		frame, _ := json.Marshal(wire.SessionUpdate{Type: wire.TypeSessionUpdate, SessionID: "01REEVE", Seq: seq, TS: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Kind: wire.KindAgentMessage, Data: raw})
+		frames = append(frames, string(frame))
+	}
+	cmd, out, _ := testCmd(t, f)
+	if err := runLogs(context.Background(), &logsOptions{daemonCmd: cmd, sessionID: "01REEVE", lastSeq: 1, json: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Split(strings.TrimSpace(out.String()), "\n"); strings.Join(got, "\n") != strings.Join(frames, "\n") {
+		t.Fatalf("lines\n%s\nwant\n%s", out, strings.Join(frames, "\n"))
+	}
+
+	// Human form, and nothing to print when --last-seq is already the last.
+	s2 := newStream()
+	f.subscribe = func(string, int64) (Stream, error) { return s2, nil }
+	go s2.send("01REEVE", 1, wire.KindAgentMessage, wire.AgentMessage{Text: "hello there"})
+	cmd, out, _ = testCmd(t, f)
+	f.session = func(string) (wire.SessionInfo, error) { si := reeveOne; si.LastSeq = 1; return si, nil }
+	if err := runLogs(context.Background(), &logsOptions{daemonCmd: cmd, sessionID: "01REEVE"}); err != nil || !strings.Contains(out.String(), "hello there") {
+		t.Fatalf("human form: %v\n%s", err, out)
+	}
+	calls := f.callsOf("subscribe")
+	cmd, out, _ = testCmd(t, f)
+	if err := runLogs(context.Background(), &logsOptions{daemonCmd: cmd, sessionID: "01REEVE", lastSeq: 1}); err != nil || out.String() != "" || f.callsOf("subscribe") != calls {
+		t.Fatalf("nothing after --last-seq: %v %q, %d subscriptions", err, out, f.callsOf("subscribe")-calls)
+	}
+}
+
+// A stream that breaks before the last stored event is an error, not a
+// silently short log.
+func TestLogsReportsABrokenStream(t *testing.T) {
+	s := newStream()
+	f := &fakeDaemon{session: func(string) (wire.SessionInfo, error) { si := reeveOne; si.LastSeq = 10; return si, nil },
+		subscribe: func(string, int64) (Stream, error) { return s, nil }}
+	go func() {
+		s.send("01REEVE", 1, wire.KindAgentMessage, wire.AgentMessage{Text: "a"})
+		s.end(nil, errors.New("connection lost"))
+	}()
+	cmd, out, _ := testCmd(t, f)
+	err := runLogs(context.Background(), &logsOptions{daemonCmd: cmd, sessionID: "01REEVE", json: true})
+	if err == nil || !strings.Contains(err.Error(), "after seq 1 of 10") || !strings.Contains(out.String(), `"seq":1`) {
+		t.Fatalf("err %v, out %q", err, out)
 	}
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"reeve.dev/reeve/daemon/store"
 )
 
 // The command-line benchmarks exec real processes. BenchmarkCLI/hello is a
@@ -111,4 +116,88 @@ func buildHello(b *testing.B) string {
 		b.Fatalf("build hello: %v\n%s", err, out)
 	}
 	return exe
+}
+
+// BenchmarkLogsVsCat prints a stored log of REEVE_BENCH_LOG_EVENTS events
+// (default 1M, 256-byte payloads) with `reeve logs SID --last-seq 0 --json`
+// to /dev/null, and interleaved with it the baseline: `cat` of the same JSON
+// lines from a file, which is in the page cache after the first run (so
+// named "cat-cached"). Both are separate processes; the daemon is the real
+// one, started from the built binary.
+func BenchmarkLogsVsCat(b *testing.B) {
+	n := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("REEVE_BENCH_LOG_EVENTS")); err == nil && v > 0 {
+		n = v
+	}
+	dir := filepath.Join(b.TempDir(), "home")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{Path: filepath.Join(dir, "reeve.db")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, _, err := st.AddDirectory(ctx, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	sess, err := st.CreateSession(ctx, store.NewSession{DirectoryID: d.ID, Agent: "shell", Status: store.StatusRunning})
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := json.RawMessage(`{"text":"` + strings.Repeat("x", 256-len(`{"text":""}`)) + `"}`)
+	in := make([]store.EventInput, 4000)
+	for i := range in {
+		in[i] = store.EventInput{SessionID: sess.ID, Kind: "terminal-output", Data: payload}
+	}
+	for left := n; left > 0; left -= len(in) {
+		if _, err := st.AppendMany(ctx, in[:min(left, len(in))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st.UpdateSessionStatus(ctx, sess.ID, store.StatusCompleted, "")
+	if err := st.Close(); err != nil {
+		b.Fatal(err)
+	}
+	startForBench(b, dir)
+	lines := filepath.Join(b.TempDir(), "events.jsonl")
+	logs := func(out string) time.Duration {
+		t0 := time.Now()
+		cmd := exec.Command("sh", "-c", `exec "$0" logs "$1" --last-seq 0 --json > "$2"`, reeveBin, sess.ID, out)
+		cmd.Env = append(os.Environ(), "REEVE_HOME="+dir)
+		if o, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("logs: %v\n%s", err, o)
+		}
+		return time.Since(t0)
+	}
+	logs(lines)
+	if got := countLines(b, lines); got != n {
+		b.Fatalf("logs printed %d lines, want %d", got, n)
+	}
+	cat := func() time.Duration {
+		t0 := time.Now()
+		if o, err := exec.Command("sh", "-c", `exec cat "$0" > /dev/null`, lines).CombinedOutput(); err != nil {
+			b.Fatalf("cat: %v\n%s", err, o)
+		}
+		return time.Since(t0)
+	}
+	var tLogs, tCat time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tCat += cat()
+		tLogs += logs("/dev/null")
+	}
+	rate := func(d time.Duration) float64 { return float64(n*b.N) / d.Seconds() }
+	b.ReportMetric(rate(tLogs), "logs-events/s")
+	b.ReportMetric(rate(tCat), "cat-cached-events/s")
+	b.ReportMetric(rate(tLogs)/rate(tCat), "logs/cat")
+}
+
+func countLines(b *testing.B, path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return bytes.Count(data, []byte("\n"))
 }
