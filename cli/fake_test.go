@@ -22,6 +22,7 @@ type fakeDaemon struct {
 	health     func() (wire.Health, error)
 	dirs       func() ([]wire.Directory, error)
 	addDir     func(path string) (wire.AddDirectoryResponse, error)
+	removeDir  func(id string) error
 	session    func(id string) (wire.SessionInfo, error)
 	manifest   func(id string) (wire.Manifest, error)
 	events     func(id string, after int64, limit int) ([]wire.SessionUpdate, error)
@@ -95,9 +96,13 @@ func (f *fakeDaemon) AddDirectory(_ context.Context, path string) (wire.AddDirec
 	}
 	return f.addDir(path)
 }
-func (f *fakeDaemon) RemoveDirectory(context.Context, string) error {
-	_, err := missing[struct{}](f, "RemoveDirectory")
-	return err
+func (f *fakeDaemon) RemoveDirectory(_ context.Context, id string) error {
+	f.called("removeDir")
+	if f.removeDir == nil {
+		_, err := missing[struct{}](f, "RemoveDirectory")
+		return err
+	}
+	return f.removeDir(id)
 }
 func (f *fakeDaemon) Session(_ context.Context, id string) (wire.SessionInfo, error) {
 	f.called("session")
