@@ -241,6 +241,8 @@ func specRoutes() []Route {
 		typed("POST", "/api/workspaces/{workspace}/relay-token", "", "Pairing", 201, "RelayTokenResponse").body("PlaceholderRequest", false).summary("Relay JWT for a browser client"),
 		typed("POST", "/api/runtime/relay-token", "", "Runtime", 201, "RelayTokenResponse").body("PlaceholderRequest", false).summary("Daemon exchanges its issue token for a relay JWT"),
 		typed("GET", "/api/runtime/install", "", "Runtime", 200, "InstallResponse").summary("The install of the presented issue token (a read-only credential check)"),
+		typed("POST", "/api/runtime/agent-sessions/sync", "syncDaemonSession", "Runtime", 200, "SessionSyncResponse").body("SessionSyncRequest", true).errs(409, 413, 422).
+			summary("A paired daemon publishes a session and the next events of its log (at most 500, consecutive seqs); answers the acknowledged seq. 409 sync_gap when the batch skips ahead"),
 		typed("POST", "/api/runtime/internal/relay/validate", "", "Runtime", 200, "RelayValidateResponse").body("RelayValidateRequest", false).summary("Relay admits a WebSocket upgrade by validating the presented JWT"),
 	)
 

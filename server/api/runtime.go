@@ -20,6 +20,7 @@ func (s *Server) runtimeHandlers() map[string]handlerFunc {
 		"postApiRuntimeRelayToken":                           s.daemonRelayToken,
 		"postApiRuntimeInternalRelayValidate":                s.relayValidate,
 		"getApiRuntimeInstall":                               s.runtimeInstall,
+		"syncDaemonSession":                                  s.syncSession,
 		"postApiWorkspacesWorkspacePairingCodes":             s.guarded(false, s.browserPairingCode),
 		"postApiPairingCodes":                                s.guarded(true, s.daemonPairingCode),
 		"postApiPairingCodesCodeClaim":                       s.guarded(false, s.claimPairingCode),

@@ -101,6 +101,19 @@ func requestSchemas() map[string]schema {
 			"role":             enum("owner", "admin", "member"),
 			"expires_in_hours": schema{"type": "integer", "minimum": 1, "maximum": 720},
 		}), "Invites an email with a workspace role; the accept link expires after expires_in_hours (default 168)."),
+		"SessionSyncRequest": described(object([]string{"session", "events"}, schema{
+			"session": object([]string{"id", "agent", "status", "created_at", "updated_at"}, schema{
+				"id": schema{"type": "string", "minLength": 1, "maxLength": 100}, "directory_name": schema{"type": "string", "maxLength": 500},
+				"agent": schema{"type": "string", "maxLength": 100}, "model": schema{"type": "string", "maxLength": 200},
+				"status": schema{"type": "string", "maxLength": 50}, "turns": schema{"type": "integer", "minimum": 0},
+				"worktree_branch": schema{"type": "string", "maxLength": 500}, "created_at": tString(), "updated_at": tString(), "ended_at": tStringNull(),
+				"policy_hash": schema{"type": "string", "maxLength": 200}, "mode": schema{"type": "string", "maxLength": 50}, "guarded": typ("boolean"),
+			}),
+			"upload_mode": enum("full", "redacted", "metadata"),
+			"events": schema{"type": "array", "maxItems": 500, "items": object([]string{"seq", "kind", "ts"}, schema{
+				"seq": schema{"type": "integer", "minimum": 1}, "kind": schema{"type": "string", "maxLength": 100}, "ts": tString(), "data": schema{},
+			})},
+		}), "A daemon session and up to 500 consecutive events of its log; the body limit (1 MiB) applies too."),
 		"ShareGroupMemberRequest": described(object([]string{"user_id"}, schema{"user_id": tInt()}), "A workspace member to add to a share group."),
 		"InvitationAcceptRequest": described(object([]string{"token"}, schema{
 			"token": schema{"type": "string", "minLength": 1, "maxLength": 200},
@@ -348,6 +361,9 @@ func responseSchemas() map[string]schema {
 			"The new invitation; token and accept_url are shown this once."),
 		"InvitationAcceptedResponse": object([]string{"data"}, schema{"data": object([]string{"workspace_id", "role", "user_id", "invitation_id"}, schema{
 			"workspace_id": tString(), "workspace_name": tString(), "role": enum("owner", "admin", "member"), "user_id": tInt(), "invitation_id": tString(),
+		})}),
+		"SessionSyncResponse": object([]string{"data"}, schema{"data": object([]string{"session_id", "acked_seq", "stored", "duplicate"}, schema{
+			"session_id": tString(), "acked_seq": tInt(), "stored": tInt(), "duplicate": tInt(),
 		})}),
 		"EvidenceSigned": described(object([]string{"format", "alg", "kid", "payload", "signature"}, schema{
 			"format": enum("reeve-evidence/1"), "alg": enum("EdDSA"),

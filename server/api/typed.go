@@ -66,6 +66,9 @@ func (s *Server) sessionEvents(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if attrs(sess, "source") == "daemon" && strings.HasSuffix(c.route.Path, "/events") {
+		return s.daemonEvents(c, sess.ID)
+	}
 	limit := int(queryInt(c, "limit", 100))
 	recs, err := s.st.Records(c.ctx(), c.ws.ID, "sessions/"+sess.ID+"/collaboration-events", store.ListOptions{After: queryInt(c, "after_sequence", 0), Limit: limit})
 	if err != nil {

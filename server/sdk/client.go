@@ -31,6 +31,9 @@ type APIError struct {
 	Body   ErrorBody
 	// RetryAfter is the server's Retry-After on a 429 (or 503), else 0.
 	RetryAfter time.Duration
+	// Data is the "data" member some errors carry beside "error" (the
+	// preflight result, a sync gap's acknowledged seq).
+	Data json.RawMessage
 }
 
 func (e *APIError) Error() string {
@@ -96,7 +99,11 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) (in
 		if jerr := json.Unmarshal(data, &env); jerr != nil || env.Error.Code == "" {
 			return resp.StatusCode, &APIError{Status: resp.StatusCode, Body: ErrorBody{Code: "unexpected_answer", Message: strings.TrimSpace(string(data))}, RetryAfter: retry}
 		}
-		return resp.StatusCode, &APIError{Status: resp.StatusCode, Body: env.Error, RetryAfter: retry}
+		var extra struct {
+			Data json.RawMessage `json:"data"`
+		}
+		_ = json.Unmarshal(data, &extra)
+		return resp.StatusCode, &APIError{Status: resp.StatusCode, Body: env.Error, RetryAfter: retry, Data: extra.Data}
 	}
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
