@@ -62,6 +62,10 @@ type reaper struct {
 // program. The program is resolved here, so a missing one fails at Start
 // as it would without the reaper.
 func wrapReaper(cmd *exec.Cmd) (*reaper, error) {
+	if len(cmd.ExtraFiles) > 0 {
+		// The reaper hands the agent its standard streams only.
+		return nil, fmt.Errorf("extra files cannot be passed through the reaper")
+	}
 	path, err := exec.LookPath(cmd.Path)
 	if err != nil {
 		return nil, err
