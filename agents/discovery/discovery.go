@@ -108,11 +108,28 @@ func Scan(ctx context.Context, o Options) ([]Session, error) {
 	}
 	if o.GeminiDir != "" {
 		files, _ := filepath.Glob(filepath.Join(o.GeminiDir, "tmp", "*", "chats", "session-*.jsonl"))
+		// A resumed session may start a new chat file (its name holds the
+		// minute it was opened): one session, several files.
+		byID := map[string]Session{}
+		var ids []string
 		for _, f := range files {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			add(readGemini(f))
+			s, ok := readGemini(f)
+			if !ok {
+				continue
+			}
+			prev, seen := byID[s.ID]
+			if !seen {
+				ids = append(ids, s.ID)
+				byID[s.ID] = s
+				continue
+			}
+			byID[s.ID] = mergeGemini(prev, s)
+		}
+		for _, id := range ids {
+			add(byID[id], true)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {

@@ -82,3 +82,24 @@ func geminiText(raw json.RawMessage) string {
 	}
 	return ""
 }
+
+// mergeGemini makes one session of two chat files of it: started at the
+// first, updated (and found) at the latest, titled by the first typed
+// prompt.
+func mergeGemini(a, b Session) Session {
+	first, last := a, b
+	if b.StartedAt.Before(a.StartedAt) {
+		first, last = b, a
+	}
+	out := last
+	out.StartedAt = first.StartedAt
+	if first.Title != "" {
+		out.Title = first.Title
+	}
+	if a.UpdatedAt.After(b.UpdatedAt) {
+		out.UpdatedAt, out.Path = a.UpdatedAt, a.Path
+	} else {
+		out.UpdatedAt, out.Path = b.UpdatedAt, b.Path
+	}
+	return out
+}

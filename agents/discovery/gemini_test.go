@@ -52,3 +52,30 @@ func TestScanFindsGeminiSessions(t *testing.T) {
 		t.Fatalf("Exclude kept %+v", got)
 	}
 }
+
+// Two chat files of one session (a resume in another minute) are one
+// session: the first file's start and title, the latest file's update.
+func TestGeminiSessionAcrossFiles(t *testing.T) {
+	home := t.TempDir()
+	proj := filepath.Join(home, ".gemini", "tmp", "p")
+	os.MkdirAll(filepath.Join(proj, "chats"), 0o700)
+	os.WriteFile(filepath.Join(proj, ".project_root"), []byte("/work/p\n"), 0o600)
+	id := "abcdef12-3456"
+	write := func(name, start, body string, mod time.Time) {
+		p := filepath.Join(proj, "chats", name)
+		os.WriteFile(p, []byte(`{"sessionId":"`+id+`","startTime":"`+start+`","kind":"main"}`+"\n"+body), 0o600)
+		os.Chtimes(p, mod, mod)
+	}
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	write("session-2026-01-01T10-00-abcdef12.jsonl", "2026-01-01T10:00:00Z", `{"id":"1","type":"user","content":[{"text":"<session_context>x</session_context>"}]}`+"\n"+`{"id":"2","type":"user","content":[{"text":"first prompt"}]}`+"\n", t0.Add(time.Minute))
+	write("session-2026-01-01T11-00-abcdef12.jsonl", "2026-01-01T11:00:00Z", `{"$set":{"messages":[]}}`+"\n", t0.Add(time.Hour+time.Minute))
+	found, err := Scan(context.Background(), Options{Home: home})
+	if err != nil || len(found) != 1 {
+		t.Fatalf("found %+v %v", found, err)
+	}
+	s := found[0]
+	if s.ID != id || s.Dir != "/work/p" || s.Title != "first prompt" || !s.StartedAt.Equal(t0) ||
+		!s.UpdatedAt.Equal(t0.Add(time.Hour+time.Minute)) || filepath.Base(s.Path) != "session-2026-01-01T11-00-abcdef12.jsonl" {
+		t.Fatalf("session %+v", s)
+	}
+}
