@@ -66,6 +66,9 @@ func (r *Recorder) CheckTypes(t testing.TB) {
 			_, ok = ev.Data.(wire.Usage)
 		case wire.KindError:
 			_, ok = ev.Data.(wire.Error)
+		case wire.KindPermissionDecision:
+			// A call the agent refused by itself.
+			_, ok = ev.Data.(wire.PermissionDecision)
 		}
 		if !ok {
 			t.Errorf("event %s carries %T", ev.Kind, ev.Data)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"reeve.dev/reeve/agents"
 	"reeve.dev/reeve/daemon/wire"
@@ -127,7 +128,7 @@ func (m *mapper) line(raw []byte) {
 			var msg string
 			json.Unmarshal(ev.Message, &msg)
 			m.emit(agents.Event{Kind: wire.KindPermissionDecision, Data: wire.PermissionDecision{
-				Tool: ev.ToolName, ToolUseID: ev.ToolUseID, Decision: "deny", DecidedBy: "agent", Reason: msg, Channel: "claude",
+				Tool: ev.ToolName, ToolUseID: ev.ToolUseID, Decision: "deny", DecidedBy: "agent", Reason: msg, Channel: "claude", At: time.Now().UTC(),
 			}})
 		case "informational":
 			if ev.HookNoVerdict != nil {

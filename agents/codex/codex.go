@@ -115,9 +115,10 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 	if err != nil {
 		return nil, err
 	}
-	m := &mapper{emit: emit, model: t.Model}
+	m := &mapper{emit: emit, model: t.Model, home: codexHome(t.Env)}
 	if t.Resume != "" {
-		m.base, m.baseErr = threadTotals(codexHome(t.Env), t.Resume)
+		m.base, m.baseErr = threadTotals(m.home, t.Resume)
+		m.rolloutStart = rolloutSize(m.home, t.Resume)
 	}
 	p, err := ptyrun.StartPipe(ctx, ptyrun.PipeOptions{
 		Path: path, Args: Args(t), Dir: t.Dir, Env: t.Env,

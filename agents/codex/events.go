@@ -83,6 +83,11 @@ type mapper struct {
 	// calls remembers the items whose tool-call was emitted (at
 	// item.started), so item.completed emits only the result for them.
 	calls map[string]bool
+
+	// home is CODEX_HOME and rolloutStart where the thread's rollout
+	// ended before this turn, for the calls that did not run (rollout.go).
+	home         string
+	rolloutStart int64
 }
 
 func (m *mapper) line(raw []byte) {
@@ -110,6 +115,7 @@ func (m *mapper) line(raw []byte) {
 		}
 	case "turn.completed":
 		m.completed = true
+		m.reportUnrun()
 		if ev.Usage != nil {
 			m.emitUsage(tokenTotals{In: ev.Usage.InputTokens, Cached: ev.Usage.CachedInputTokens,
 				CacheWrite: ev.Usage.CacheWriteInputTokens, Out: ev.Usage.OutputTokens})
@@ -120,6 +126,7 @@ func (m *mapper) line(raw []byte) {
 			msg = ev.Error.Message
 		}
 		m.failure = fmt.Errorf("codex: %s", msg)
+		m.reportUnrun()
 		m.emit(agents.Event{Kind: wire.KindError, Data: wire.Error{Message: msg}})
 	case "error":
 		// Reported as critical, but Codex may retry and still complete the
@@ -166,6 +173,11 @@ func (m *mapper) itemCompleted(it *item) {
 		}
 		return
 	case "error":
+		if strings.Contains(it.Message, "--dangerously-bypass-hook-trust") {
+			// reeve passed that flag on purpose (it wrote the hooks); the
+			// notice stays in the evidence, it is not an error.
+			return
+		}
 		// Warnings (unknown model, config notices): the turn goes on.
 		m.emit(agents.Event{Kind: wire.KindError, Data: wire.Error{Message: it.Message}})
 		return
