@@ -61,7 +61,9 @@ esac
 	b, _ := os.ReadFile(hookLog)
 	for _, l := range strings.Split(string(b), "\n") {
 		if strings.Contains(l, `"PreToolUse"`) && strings.Contains(l, "denied.txt") {
-			var in struct{ ToolUseID string `json:"tool_use_id"` }
+			var in struct {
+				ToolUseID string `json:"tool_use_id"`
+			}
 			json.Unmarshal([]byte(l), &in)
 			hookID = in.ToolUseID
 		}
