@@ -46,7 +46,7 @@ func newRunCmd(env *Env) *cobra.Command {
 		Short: "Start an agent session in a directory (default: the current one)",
 		Long: `Start an agent session. DIR is registered with the daemon if it is not yet,
 and a daemon is started if none is running. Without --agent the configured
-default_agent is used, else the first installed of claude and codex, else shell.
+default_agent is used, else the first installed of claude, codex and gemini, else shell.
 
 Prints the session id. --attach streams the session's events until it ends;
 --wait waits silently. With either, the exit code is 0 when the session
@@ -76,7 +76,7 @@ one key (y allows, n denies, s leaves it for later), unless --no-input.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.prompt, "prompt", "", "the prompt (required)")
-	f.StringVar(&opts.agent, "agent", "", "agent id: claude, codex, shell, or a custom agent")
+	f.StringVar(&opts.agent, "agent", "", "agent id: claude, codex, gemini, shell, or a custom agent")
 	f.StringVar(&opts.model, "model", "", "model id passed to the agent")
 	f.StringVar(&opts.mode, "mode", "", "operator mode: detect (a human decides tool uses; the default) or bypass (allow and record)")
 	f.BoolVar(&opts.wait, "wait", false, "wait until the session ends")

@@ -61,7 +61,7 @@ setting left unset keeps its saved value.`,
 	f.StringSlice("allowed-origins", nil, "Origin header values the local API accepts (comma-separated)")
 	f.Bool("auth", false, "require the bearer token from the daemon home on every route but /health")
 	f.String("config", "", "config file (default <home>/config.yaml)")
-	f.String("default-agent", "", "agent of a run that names none (default: the first installed of claude, codex, else shell)")
+	f.String("default-agent", "", "agent of a run that names none (default: the first installed of claude, codex, gemini, else shell)")
 	f.String("default-mode", config.DefaultMode, "operator mode of a session launched without one: detect or bypass")
 	f.Int("hook-timeout-seconds", config.DefaultHookTimeoutSeconds, "how long a permission request waits for a human before it is denied")
 	return cmd
