@@ -71,17 +71,18 @@ type Options struct {
 
 // Host is a listening control-plane server.
 type Host struct {
-	opts   Options
-	st     store.Store
-	ring   *secrets.Keyring
-	ln     net.Listener
-	srv    *http.Server
-	api    *api.Server
-	links  *auth.LinkProvider
-	relay  *relay.Relay
-	cred   string
-	origin string
-	outMu  sync.Mutex
+	opts    Options
+	st      store.Store
+	ring    *secrets.Keyring
+	ln      net.Listener
+	srv     *http.Server
+	metrics *metrics
+	api     *api.Server
+	links   *auth.LinkProvider
+	relay   *relay.Relay
+	cred    string
+	origin  string
+	outMu   sync.Mutex
 }
 
 // DefaultDataDir is the per-user data directory of the server.
@@ -234,7 +235,7 @@ func (h *Host) assemble(ctx context.Context) error {
 		return err
 	}
 	h.api = a
-	var handler http.Handler = a
+	var handler http.Handler
 	if h.cred, err = RelayCredential(ctx, h.st, h.ring); err != nil {
 		return err
 	}
@@ -245,11 +246,17 @@ func (h *Host) assemble(ctx context.Context) error {
 		if h.relay, err = relay.New(ro); err != nil {
 			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/ws", h.relay)
-		mux.Handle("/", a)
-		handler = mux
 	}
+	// /metrics beside the API (and the relay): the muxes set the route
+	// pattern each request is counted under.
+	h.metrics = newMetrics(h)
+	mux := http.NewServeMux()
+	if h.relay != nil {
+		mux.Handle("/ws", h.relay)
+	}
+	mux.Handle("GET /metrics", h.metrics)
+	mux.Handle("/", a)
+	handler = h.metrics.instrument(mux)
 	h.srv = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -47,6 +47,12 @@ const (
 
 var _ Store = (*DB)(nil)
 
+// Stats are the read pool's statistics (PostgreSQL: the one pool).
+func (s *DB) Stats() sql.DBStats { return s.read.Stats() }
+
+// WriteQueue is how many writes wait for SQLite's writer (0 on PostgreSQL).
+func (s *DB) WriteQueue() int { return len(s.queue) }
+
 // Engine names the database engine behind the store.
 func (s *DB) Engine() string { return s.engine }
 

@@ -34,7 +34,7 @@ type PostgresOptions struct {
 
 // maxAttempts bounds how often a write transaction is run again after a
 // serialization failure, a deadlock or a connection lost before commit.
-const maxAttempts = 20
+const maxAttempts = 60
 
 // OpenPostgres connects to the database at url (postgres://…), applies the
 // embedded migrations under an advisory lock and returns the store. An
