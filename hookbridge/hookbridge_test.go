@@ -171,3 +171,20 @@ func TestHookFormats(t *testing.T) {
 		t.Fatalf("allow: %+v", out)
 	}
 }
+
+// The hook input decoder never panics, and what it accepts names its
+// event (and a PreToolUse its tool).
+func FuzzParseInput(f *testing.F) {
+	f.Add([]byte(`{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"},"cwd":"/w"}`))
+	f.Add([]byte(`not json`))
+	f.Add([]byte(`{"hook_event_name":"Stop"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		in, err := ParseInput(b)
+		if err != nil {
+			return
+		}
+		if in.HookEventName == "" || in.HookEventName == "PreToolUse" && in.ToolName == "" {
+			t.Fatalf("accepted %q as %+v", b, in)
+		}
+	})
+}

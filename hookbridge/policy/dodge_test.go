@@ -267,3 +267,42 @@ func TestBadInputIsDenied(t *testing.T) {
 		}
 	}
 }
+
+// Whatever the input, Evaluate answers without panicking, and a request it
+// calls opaque or bad is never allowed.
+func FuzzEvaluate(f *testing.F) {
+	p, problems := Parse("policy.yaml", []byte(`version: 1
+deny:
+  - commands: ["rm *"]
+  - paths: [".env"]
+allow:
+  - tools: ["*"]
+`))
+	if len(problems) > 0 {
+		f.Fatal(problems)
+	}
+	wd := f.TempDir()
+	for _, seed := range [][2]string{
+		{"Bash", `{"command":"ls -la"}`},
+		{"Bash", `{"command":"x=rm; $x y"}`},
+		{"exec_command", `{"cmd":["bash","-lc","rm -rf x"],"workdir":"/etc"}`},
+		{"apply_patch", `{"input":"*** Begin Patch\n*** Add File: a\n+x\n*** End Patch"}`},
+		{"Write", `{"file_path":"../x"}`},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, tool, in string) {
+		if len(in) > 1<<16 {
+			return
+		}
+		req := Request{Tool: tool, Input: json.RawMessage(in), Workdir: wd}
+		d := p.Evaluate(req)
+		fx := extract(req)
+		if (fx.bad != "" || len(fx.opaque) > 0) && d.Action == Allow {
+			t.Fatalf("allowed an unreadable request %q %q: %+v", tool, in, d)
+		}
+		if d.Action == "" {
+			t.Fatalf("a policy with a catch-all allow left %q %q undecided", tool, in)
+		}
+	})
+}

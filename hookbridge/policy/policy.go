@@ -304,8 +304,10 @@ func (r *rule) matches(f facts, strict bool) bool {
 }
 
 func matchTool(patterns []string, tool string) bool {
+	// Tool names are not paths: * must match a "/" too.
+	tool = strings.ReplaceAll(tool, "/", "\x00")
 	for _, p := range patterns {
-		if ok, _ := filepath.Match(p, tool); ok {
+		if ok, _ := filepath.Match(strings.ReplaceAll(p, "/", "\x00"), tool); ok {
 			return true
 		}
 	}
