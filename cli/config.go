@@ -76,6 +76,7 @@ func runConfigResolve(opts *configResolveOptions) error {
 		"default_agent":        s.DefaultAgent,
 		"hook_timeout_seconds": strconv.Itoa(s.HookTimeoutSeconds),
 		"default_mode":         s.DefaultMode,
+		"session_upload":       s.SessionUpload,
 	}
 	tw := tabwriter.NewWriter(opts.env.Out, 0, 0, 2, ' ', 0)
 	for _, key := range config.Keys() {

@@ -61,6 +61,7 @@ func TestConfigResolveHuman(t *testing.T) {
 		{"default_agent", `""`, "(default)"},
 		{"hook_timeout_seconds", "600", "(default)"},
 		{"default_mode", "detect", "(default)"},
+		{"session_upload", "redacted", "(default)"},
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), out)
@@ -119,7 +120,7 @@ func TestConfigResolveJSON(t *testing.T) {
 	wantSettings := map[string]any{
 		"home": home, "config_file": other, "listen": "/tmp/reeve.sock", "profile": "local",
 		"allowed_hosts": []any{}, "allowed_origins": []any{"https://a.example", "https://b.example"},
-		"auth": false, "default_agent": "", "hook_timeout_seconds": float64(30), "default_mode": "detect",
+		"auth": false, "default_agent": "", "hook_timeout_seconds": float64(30), "default_mode": "detect", "session_upload": "redacted",
 	}
 	if !reflect.DeepEqual(got.Settings, wantSettings) {
 		t.Errorf("settings = %v\nwant %v", got.Settings, wantSettings)
@@ -127,7 +128,7 @@ func TestConfigResolveJSON(t *testing.T) {
 	wantSources := map[string]string{
 		"home": "env", "config_file": "flag", "listen": "file", "profile": "default", "allowed_hosts": "default",
 		"allowed_origins": "env", "auth": "default", "default_agent": "default", "hook_timeout_seconds": "file",
-		"default_mode": "default",
+		"default_mode": "default", "session_upload": "default",
 	}
 	if !reflect.DeepEqual(got.Sources, wantSources) {
 		t.Errorf("sources = %v\nwant %v", got.Sources, wantSources)

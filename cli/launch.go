@@ -104,6 +104,9 @@ func resolveLaunch(flags *pflag.FlagSet, getenv func(string) string) (resolvedLa
 	if keep("default_mode") && prev.DefaultMode != "" {
 		l.DefaultMode = prev.DefaultMode
 	}
+	if keep("session_upload") && prev.SessionUpload != "" {
+		l.SessionUpload = prev.SessionUpload
+	}
 	out.Changes = launchDiff(prev, *l, func(key string) string { return string(r.Sources[key]) })
 	return out, nil
 }
@@ -131,6 +134,7 @@ func launchDiff(a, b home.Launch, source func(key string) string) []launchChange
 	add("default_agent", a.DefaultAgent, b.DefaultAgent)
 	add("hook_timeout_seconds", fmt.Sprint(a.HookTimeout), fmt.Sprint(b.HookTimeout))
 	add("default_mode", a.DefaultMode, b.DefaultMode)
+	add("session_upload", a.SessionUpload, b.SessionUpload)
 	return out
 }
 

@@ -206,6 +206,7 @@ func launchFrom(r *config.Resolved) home.Launch {
 		Home: s.Home, ConfigFile: r.File, Listen: s.Listen, Profile: s.Profile,
 		AllowedHosts: s.AllowedHosts, AllowedOrigins: s.AllowedOrigins, Auth: s.Auth,
 		DefaultAgent: s.DefaultAgent, HookTimeout: s.HookTimeoutSeconds, DefaultMode: s.DefaultMode,
+		SessionUpload: s.SessionUpload,
 	}
 }
 

@@ -24,6 +24,7 @@ type Settings struct {
 	DefaultAgent       string   `json:"default_agent"`
 	DefaultMode        string   `json:"default_mode"`
 	HookTimeoutSeconds int      `json:"hook_timeout_seconds"`
+	SessionUpload      string   `json:"session_upload"`
 }
 
 // Source says which layer an effective value came from.
@@ -94,6 +95,24 @@ var settings = []setting{
 	{key: "default_agent", kind: kindString, def: ""},
 	{key: "hook_timeout_seconds", kind: kindInt, def: DefaultHookTimeoutSeconds, check: checkHookTimeout},
 	{key: "default_mode", kind: kindString, def: DefaultMode, check: checkMode},
+	{key: "session_upload", kind: kindString, def: DefaultSessionUpload, check: checkSessionUpload},
+}
+
+// SessionUploads are the values of session_upload: what a paired daemon
+// publishes of its sessions to the control plane.
+var SessionUploads = []string{"redacted", "full", "metadata", "off"}
+
+// DefaultSessionUpload masks secret-looking values before upload.
+const DefaultSessionUpload = "redacted"
+
+func checkSessionUpload(v any) error {
+	m := v.(string)
+	for _, ok := range SessionUploads {
+		if m == ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("value must be one of %s, got %q", quoteList(SessionUploads), m)
 }
 
 // Keys lists every key Resolved.Sources reports, in display order.

@@ -193,6 +193,7 @@ func Load(opts LoadOptions) (*Resolved, error) {
 		DefaultAgent:       v.GetString("default_agent"),
 		HookTimeoutSeconds: v.GetInt("hook_timeout_seconds"),
 		DefaultMode:        v.GetString("default_mode"),
+		SessionUpload:      v.GetString("session_upload"),
 	}
 	return r, nil
 }

@@ -199,7 +199,7 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	want := Settings{
 		Home: home, ConfigFile: filepath.Join(home, "config.yaml"), Listen: "127.0.0.1:7070", Profile: "local",
-		AllowedHosts: []string{}, AllowedOrigins: []string{}, Auth: false, DefaultAgent: "", HookTimeoutSeconds: 600, DefaultMode: "detect",
+		AllowedHosts: []string{}, AllowedOrigins: []string{}, Auth: false, DefaultAgent: "", HookTimeoutSeconds: 600, DefaultMode: "detect", SessionUpload: "redacted",
 	}
 	if !reflect.DeepEqual(r.Settings, want) {
 		t.Errorf("settings = %+v\nwant %+v", r.Settings, want)

@@ -33,6 +33,9 @@ func (d Dir) IdentityFile() string       { return d.path("identity.json") }
 func (d Dir) StoreFile() string          { return d.path("reeve.db") }
 func (d Dir) LogFile() string            { return d.path("daemon.log") }
 
+// SessionSyncFile keeps the control plane's acknowledged event seqs.
+func (d Dir) SessionSyncFile() string { return d.path("session-sync.json") }
+
 // Prepare creates the home with mode 0700 (tightening an existing one) and
 // proves it is writable, so a bad home fails before any process starts.
 func (d Dir) Prepare() error {
@@ -61,6 +64,7 @@ type Launch struct {
 	DefaultAgent   string   `json:"default_agent,omitempty"`
 	HookTimeout    int      `json:"hook_timeout_seconds,omitempty"`
 	DefaultMode    string   `json:"default_mode,omitempty"`
+	SessionUpload  string   `json:"session_upload,omitempty"`
 }
 
 // WriteLaunch persists the launch configuration.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -24,10 +25,13 @@ import (
 	"reeve.dev/reeve/daemon/control"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/relaylink"
+	"reeve.dev/reeve/daemon/sessionsync"
 	"reeve.dev/reeve/daemon/store"
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/daemon/worktree"
 	"reeve.dev/reeve/hookbridge/hookprog"
 	"reeve.dev/reeve/internal/version"
+	"reeve.dev/reeve/server/sdk"
 )
 
 // AddressInUseError is a listen address another process holds. The
@@ -182,6 +186,7 @@ func run(ctx context.Context, opts Options) error {
 			cancel()
 		}()
 	}
+	startSessionSync(ctx, opts, launch, st)
 	if link != nil {
 		go link.Run(ctx)
 	} else if launch.Profile == "relay" {
@@ -294,4 +299,38 @@ func IsFatal(err error) bool {
 // off, because nobody is at a session's terminal to page through output.
 func agentEnv() []string {
 	return append(os.Environ(), "PAGER=cat", "GIT_PAGER=cat")
+}
+
+// startSessionSync publishes the sessions of a paired daemon to its
+// control plane (session_upload: redacted by default; off disables it).
+func startSessionSync(ctx context.Context, opts Options, launch home.Launch, st *store.Store) {
+	mode := launch.SessionUpload
+	if mode == "" {
+		mode = sdk.UploadRedacted
+	}
+	if mode == "off" {
+		return
+	}
+	rc, err := opts.Home.ReadRelayCredentials()
+	if err != nil || rc.IssueToken == "" || rc.ServerURL == "" {
+		return // not paired
+	}
+	y, err := sessionsync.New(sessionsync.Options{
+		Source: sessionsync.StoreSource{Store: st, Branch: func(s store.Session) string {
+			if s.Worktree == "" {
+				return ""
+			}
+			return worktree.BranchName(s.ID)
+		}},
+		Publisher:  &sdk.Client{BaseURL: rc.ServerURL, Token: rc.IssueToken, HTTP: &http.Client{Timeout: 60 * time.Second}},
+		CursorFile: opts.Home.SessionSyncFile(),
+		Mode:       mode,
+		Logger:     slog.New(slog.NewTextHandler(opts.Log, nil)),
+	})
+	if err != nil {
+		fmt.Fprintf(opts.Log, "worker: session sync: %v\n", err)
+		return
+	}
+	fmt.Fprintf(opts.Log, "worker: publishing sessions to %s (%s)\n", rc.ServerURL, mode)
+	go y.Run(ctx)
 }
