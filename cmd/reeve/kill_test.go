@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"reeve.dev/reeve/agents/agenttest"
 )
 
 // escapeePrompt starts, from a shell turn, a process that leaves the
@@ -93,5 +95,53 @@ func TestDaemonStopKillsEscapedProcesses(t *testing.T) {
 				t.Fatal("late.txt was written after the daemon stopped")
 			}
 		})
+	}
+}
+
+// Break 5 through the daemon with the real Claude Code: `session stop`
+// during a Bash command ends it and what it sent into its own session; the
+// file they would have written appears neither in the worktree nor in the
+// checkpoint of the next turn.
+func TestClaudeSessionStopKillsBashCommands(t *testing.T) {
+	cmd := `(setsid sh -c 'sleep 4; echo late > escaped.txt' &); echo early > early.txt; sleep 4; echo late > late.txt`
+	srv := agenttest.NewAnthropicServer(t, agenttest.AnthropicOptions{Turns: []agenttest.Turn{
+		{Text: "running", Calls: []agenttest.ToolCall{agenttest.Bash(cmd)}},
+		{Text: "ran it"},
+		{Text: "next", Calls: []agenttest.ToolCall{agenttest.Bash("echo next > next.txt")}},
+		{Text: "done"},
+	}})
+	h := claudeHome(t, srv)
+	repo := devRepo(t)
+	sid := strings.TrimSpace(h.must("run", repo, "--agent", "claude", "--mode", "bypass", "--prompt", "run it").stdout)
+	wt := filepath.Join(h.dir, "worktrees", sid)
+	waitFor(t, "the Bash command to start", 90*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(wt, "early.txt"))
+		return err == nil
+	})
+	time.Sleep(300 * time.Millisecond) // the escapee is on its way
+	h.must("session", "stop", sid)
+	if r := h.run("wait", sid, "--timeout", "60"); r.code != 10 {
+		t.Fatalf("wait on the stopped session: exit %d %s", r.code, r.stderr)
+	}
+	time.Sleep(5 * time.Second) // past the moment they would have written
+	for _, f := range []string{"late.txt", "escaped.txt"} {
+		if _, err := os.Stat(filepath.Join(wt, f)); err == nil {
+			t.Fatalf("%s was written after the session was stopped", f)
+		}
+	}
+	h.must("send", sid, "--prompt", "next")
+	if r := h.run("wait", sid, "--timeout", "120"); r.code != 0 {
+		t.Fatalf("wait after send: %d %s", r.code, r.stderr)
+	}
+	cps := checkpointsOf(t, h.logEvents(sid))
+	if len(cps) == 0 {
+		t.Fatal("no checkpoint after the next turn")
+	}
+	for _, cp := range cps {
+		for _, f := range cp.Files {
+			if f == "late.txt" || f == "escaped.txt" {
+				t.Fatalf("checkpoint %+v holds %s", cp, f)
+			}
+		}
 	}
 }
