@@ -176,7 +176,7 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 		return nil, err
 	}
 	ctl := newControl(decide)
-	m := &mapper{emit: emit, control: ctl}
+	m := &mapper{emit: emit, control: ctl, stateDir: t.StateDir}
 	p, err := ptyrun.StartPipe(ctx, ptyrun.PipeOptions{
 		Path: path, Args: Args(t, settings), Dir: t.Dir, Env: env,
 		Line:  m.line,

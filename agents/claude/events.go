@@ -72,8 +72,9 @@ type block struct {
 // the one goroutine reading stdout; its state is read after the process
 // ended.
 type mapper struct {
-	emit    agents.Emit
-	control *control // the in-band channel; nil in tests of the mapping alone
+	emit     agents.Emit
+	stateDir string   // where full tool outputs are kept; "" keeps none
+	control  *control // the in-band channel; nil in tests of the mapping alone
 
 	sessionID string
 	model     string // from system/init, for usage when modelUsage is unclear
@@ -156,9 +157,9 @@ func (m *mapper) line(raw []byte) {
 		// Plain user text is the prompt, which the session records itself.
 		for _, b := range blocks(ev.Message) {
 			if b.Type == "tool_result" {
-				m.emit(agents.Event{Kind: wire.KindToolResult, Data: wire.ToolResult{
-					ID: b.ToolUseID, Output: resultText(b.Content), IsError: b.IsError,
-				}})
+				r := wire.ToolResult{ID: b.ToolUseID, Output: resultText(b.Content), IsError: b.IsError}
+				r.Evidence, r.EvidenceBytes = m.keepFullOutput(b.ToolUseID, r.Output, ev.ToolUseResult)
+				m.emit(agents.Event{Kind: wire.KindToolResult, Data: r})
 			}
 		}
 	case "result":

@@ -209,3 +209,39 @@ func TestMapperPermissionDenied(t *testing.T) {
 		t.Fatalf("wire form %s", b)
 	}
 }
+
+// A tool output too large for the model is shown to it as a preview;
+// reeve keeps the whole output as evidence beside the session.
+func TestClaudeFullOutputKept(t *testing.T) {
+	exe := agenttest.Claude(t)
+	srv := agenttest.NewAnthropicServer(t, agenttest.AnthropicOptions{Turns: []agenttest.Turn{
+		{Text: "counting", Calls: []agenttest.ToolCall{agenttest.Bash("seq 1 200000")}},
+		{Text: "done"},
+	}})
+	state := t.TempDir()
+	allow := func(context.Context, agents.ToolUse) agents.Verdict { return agents.Verdict{Allow: true} }
+	var rec recorder
+	p, err := adapterFor(exe).StartTurn(testContext(t), agents.Turn{Prompt: "go", Model: model, Dir: t.TempDir(), StateDir: state,
+		Env: env(srv.URL, t.TempDir()), Hook: &agents.Hook{Command: func(string) string { return "true" }, Timeout: 30 * time.Second, Decide: allow}}, rec.Emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := waitTurn(t, p, 90*time.Second); res.Err != nil {
+		t.Fatalf("result %+v", res)
+	}
+	rs := rec.Of(wire.KindToolResult)
+	if len(rs) != 1 {
+		t.Fatalf("results %+v", rs)
+	}
+	r := rs[0].(wire.ToolResult)
+	if strings.Contains(r.Output, "\n200000") || r.Evidence == "" || !strings.HasPrefix(r.Evidence, state) {
+		t.Fatalf("result %.300s evidence %q", r.Output, r.Evidence)
+	}
+	b, err := os.ReadFile(r.Evidence)
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(b)), "\n200000") || int64(len(b)) != r.EvidenceBytes {
+		t.Fatalf("kept %d bytes (%v), want the whole output", len(b), err)
+	}
+	if st, _ := os.Stat(r.Evidence); st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", st.Mode())
+	}
+}

@@ -39,6 +39,11 @@ type ToolResult struct {
 	Output   string `json:"output"`
 	IsError  bool   `json:"is_error"`
 	ExitCode *int   `json:"exit_code,omitempty"`
+	// Evidence is the file (in the session's private state directory)
+	// that keeps the tool's full output when Output is only the preview
+	// the model was shown; EvidenceBytes is its size.
+	Evidence      string `json:"evidence,omitempty"`
+	EvidenceBytes int64  `json:"evidence_bytes,omitempty"`
 }
 
 // TerminalOutput is raw terminal bytes from an agent's PTY. Text holds them
