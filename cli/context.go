@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"reeve.dev/reeve/contextvault"
-	"reeve.dev/reeve/contextvault/keystore"
+	"reeve.dev/reeve/internal/keystore"
 	"reeve.dev/reeve/server/sdk"
 )
 

@@ -177,7 +177,7 @@ func fileChecks(dir home.Dir, auth bool) []doctorCheck {
 	for _, f := range []string{dir.TokenFile(), dir.LaunchFile(), dir.IdentityFile(), dir.StoreFile(), dir.LogFile(), dir.SupervisorPIDFile(), dir.EndpointFile(), dir.RelayFile(), dir.AnchorFile()} {
 		info, err := os.Stat(f)
 		if err != nil {
-			if f == dir.TokenFile() && auth {
+			if k, _ := dir.KeyStoreKind(); f == dir.TokenFile() && auth && k != "keychain" {
 				checks = append(checks, doctorCheck{Name: filepath.Base(f), OK: false, Detail: "token auth is on but the token file is missing"})
 			}
 			continue

@@ -76,6 +76,9 @@ func newPairCmd(env *Env) *cobra.Command {
 			if len(args) == 1 {
 				opts.code = args[0]
 			}
+			if err := applyKeyStore(cmd, env, opts.home); err != nil {
+				return err
+			}
 			return runPair(cmd.Context(), opts)
 		},
 	}
@@ -91,6 +94,7 @@ func newPairCmd(env *Env) *cobra.Command {
 	f.BoolVar(&opts.noBrowser, "no-browser", false, "print the approval URL without opening a browser")
 	f.IntVar(&opts.timeout, "timeout", 900, "seconds to wait for approval")
 	f.BoolVar(&opts.json, "json", false, "print the result as JSON")
+	addKeyStoreFlag(cmd)
 	cmd.AddCommand(newPairAnchorCmd(env), newPairRotateTokenCmd(env))
 	return cmd
 }

@@ -50,6 +50,9 @@ setting left unset keeps its saved value.`,
 				return configExit(err)
 			}
 			opts.launch, opts.changes = resolved.Launch, resolved.Changes
+			if err := applyKeyStore(cmd, env, home.Dir(opts.launch.Home)); err != nil {
+				return err
+			}
 			return runStart(cmd.Context(), opts)
 		},
 	}
@@ -64,6 +67,7 @@ setting left unset keeps its saved value.`,
 	f.String("default-agent", "", "agent of a run that names none (default: the first installed of claude, codex, gemini, else shell)")
 	f.String("default-mode", config.DefaultMode, "operator mode of a session launched without one: detect or bypass")
 	f.Int("hook-timeout-seconds", config.DefaultHookTimeoutSeconds, "how long a permission request waits for a human before it is denied")
+	addKeyStoreFlag(cmd)
 	return cmd
 }
 
@@ -240,7 +244,11 @@ func reportReadiness(env *Env, dir home.Dir, l home.Launch, r *bufio.Reader, exi
 			}
 			fmt.Fprintf(env.Err, "reeve: daemon started: worker pid %d listening on %s\n", rd.PID, describeEndpoint(rd.Network, rd.Address))
 			if l.Auth {
-				fmt.Fprintf(env.Err, "reeve: token auth is on; the bearer token is in %s\n", dir.TokenFile())
+				where := dir.TokenFile()
+				if k, _ := dir.KeyStoreKind(); k == "keychain" {
+					where = "the OS keychain"
+				}
+				fmt.Fprintf(env.Err, "reeve: token auth is on; the bearer token is in %s\n", where)
 			}
 			return nil
 		case <-tick.C:

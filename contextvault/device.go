@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"reeve.dev/reeve/contextvault/keystore"
+	"reeve.dev/reeve/internal/keystore"
 	"reeve.dev/reeve/contextvault/seal"
 	"reeve.dev/reeve/server/sdk"
 )

@@ -19,7 +19,7 @@ import (
 	"sync"
 	"time"
 
-	"reeve.dev/reeve/contextvault/keystore"
+	"reeve.dev/reeve/internal/keystore"
 	"reeve.dev/reeve/contextvault/seal"
 	"reeve.dev/reeve/server/sdk"
 )

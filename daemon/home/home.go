@@ -157,6 +157,11 @@ func (d Dir) RotateToken() (string, error) {
 		return "", fmt.Errorf("generate token: %w", err)
 	}
 	tok := "rvl_" + hex.EncodeToString(buf)
+	if kc, err := d.inKeychain(); err != nil {
+		return "", err
+	} else if kc {
+		return tok, d.keychain().Set(secretToken, []byte(tok))
+	}
 	if err := atomicfile.WriteFile(d.TokenFile(), []byte(tok+"\n"), atomicfile.PrivateFile); err != nil {
 		return "", err
 	}
@@ -165,6 +170,11 @@ func (d Dir) RotateToken() (string, error) {
 
 // ReadToken reads the token; fs.ErrNotExist when none was created.
 func (d Dir) ReadToken() (string, error) {
+	if kc, err := d.inKeychain(); err != nil {
+		return "", err
+	} else if kc {
+		return d.secret(secretToken)
+	}
 	b, err := os.ReadFile(d.TokenFile())
 	if err != nil {
 		return "", err

@@ -1,6 +1,9 @@
 package home
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // RelayCredentials are what pairing gives a daemon: the install it became,
 // the issue token that proves it, and where the server and relay are. They
@@ -19,17 +22,45 @@ type RelayCredentials struct {
 	// on the machine, for AutoUnlockTTL seconds per unlock (300..3600).
 	AutoUnlock    bool `json:"auto_unlock"`
 	AutoUnlockTTL int  `json:"auto_unlock_ttl_seconds"`
+	// IssueTokenIn is "keychain" in the file when the issue token is kept
+	// in the OS keychain instead.
+	IssueTokenIn string `json:"issue_token_in,omitempty"`
 }
 
 // RelayFile holds the relay credentials.
 func (d Dir) RelayFile() string { return d.path("relay.json") }
 
-// WriteRelayCredentials persists the credentials (0600, atomically).
-func (d Dir) WriteRelayCredentials(c RelayCredentials) error { return writeJSON(d.RelayFile(), c) }
+// WriteRelayCredentials persists the credentials (0600, atomically); with
+// the keychain key store the issue token goes there, not in the file.
+func (d Dir) WriteRelayCredentials(c RelayCredentials) error {
+	kc, err := d.inKeychain()
+	if err != nil {
+		return err
+	}
+	if kc {
+		if err := d.keychain().Set(secretIssueToken, []byte(c.IssueToken)); err != nil {
+			return err
+		}
+		c.IssueToken, c.IssueTokenIn = "", "keychain"
+	} else {
+		c.IssueTokenIn = ""
+	}
+	return writeJSON(d.RelayFile(), c)
+}
 
 // ReadRelayCredentials reads them; fs.ErrNotExist when the daemon is not
 // paired.
 func (d Dir) ReadRelayCredentials() (RelayCredentials, error) {
 	var c RelayCredentials
-	return c, readJSON(d.RelayFile(), &c)
+	if err := readJSON(d.RelayFile(), &c); err != nil {
+		return c, err
+	}
+	if c.IssueTokenIn == "keychain" {
+		tok, err := d.secret(secretIssueToken)
+		if err != nil {
+			return c, fmt.Errorf("relay credentials: the issue token is not in the OS keychain: %v", err)
+		}
+		c.IssueToken, c.IssueTokenIn = tok, ""
+	}
+	return c, nil
 }

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"reeve.dev/reeve/contextvault/keystore"
+	"reeve.dev/reeve/internal/keystore"
 )
 
 // exercise is what every store must do: round trip, replace, delete,

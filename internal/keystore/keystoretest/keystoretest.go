@@ -1,69 +1,21 @@
-package keystore_test
+// Package keystoretest gives tests a real Secret Service: Debian's
+// gnome-keyring on a private D-Bus session (dbus-run-session), installed
+// from Debian's packages when missing and the test may.
+package keystoretest
 
 import (
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"reeve.dev/reeve/contextvault/keystore"
 )
 
-const childEnv = "REEVE_KEYSTORE_SECRET_SERVICE"
-
-// TestKeychainSecretService runs the keychain store against a real Secret
-// Service: Debian's gnome-keyring, on a private D-Bus session bus started
-// with dbus-run-session, with a login keyring created and unlocked with a
-// throwaway password. The test re-runs itself inside that session.
-func TestKeychainSecretService(t *testing.T) {
-	if os.Getenv(childEnv) == "1" {
-		s, err := keystore.Open(keystore.Options{Kind: keystore.KindKeychain, Service: "reeve-test", Namespace: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		exercise(t, s)
-		// Two namespaces (two homes) do not see each other's secrets.
-		other := &keystore.Keychain{Service: "reeve-test", Namespace: "/another/home"}
-		if err := s.Set("shared-name", []byte("mine")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := other.Get("shared-name"); err == nil {
-			t.Fatal("a secret leaked across namespaces")
-		}
-		return
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("the Secret Service test runs on Linux")
-	}
-	daemon, runSession := secretService(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	// The keyring daemon keeps its files in a private home; --unlock reads
-	// the login keyring's password from stdin and creates it.
-	script := `printf 'reeve-test' | "$1" --unlock --components=secrets >/dev/null && exec "$2" -test.run '^TestKeychainSecretService$' -test.v`
-	cmd := exec.CommandContext(ctx, runSession, "--", "sh", "-c", script, "sh", daemon, exe)
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(), childEnv+"=1", "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, "data"), "XDG_RUNTIME_DIR="+privateDir(t))
-	out, err := cmd.CombinedOutput()
-	t.Logf("inside dbus-run-session:\n%s", out)
-	if err != nil {
-		t.Fatalf("keychain test inside the Secret Service session failed: %v", err)
-	}
-	if !strings.Contains(string(out), "--- PASS: TestKeychainSecretService") {
-		t.Fatal("the inner test did not pass")
-	}
-}
-
-func privateDir(t *testing.T) string {
+// PrivateDir is a 0700 temporary directory (an XDG_RUNTIME_DIR).
+func PrivateDir(t *testing.T) string {
 	d := t.TempDir()
 	if err := os.Chmod(d, 0o700); err != nil {
 		t.Fatal(err)
@@ -71,10 +23,10 @@ func privateDir(t *testing.T) string {
 	return d
 }
 
-// secretService finds gnome-keyring-daemon and dbus-run-session, installing
+// SecretService finds gnome-keyring-daemon and dbus-run-session, installing
 // them from Debian's packages when missing and this process may (root).
 // Without them the test skips, unless REEVE_REQUIRE_AGENTS=1.
-func secretService(t *testing.T) (daemon, runSession string) {
+func SecretService(t *testing.T) (daemon, runSession string) {
 	t.Helper()
 	find := func() (string, string) {
 		d, _ := exec.LookPath("gnome-keyring-daemon")
@@ -131,4 +83,27 @@ func secretService(t *testing.T) (daemon, runSession string) {
 		unavailable("apt-get ran but gnome-keyring-daemon or dbus-run-session is not on PATH")
 	}
 	return d, r
+}
+
+// RunInSession runs the calling test binary's test named test inside a
+// fresh Secret Service session, with childEnv=1 in its environment, and
+// fails unless that test passes there.
+func RunInSession(t *testing.T, test, childEnv string) {
+	t.Helper()
+	daemon, runSession := SecretService(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	script := `printf 'reeve-test' | "$1" --unlock --components=secrets >/dev/null && exec "$2" -test.run "^$3\$" -test.v`
+	cmd := exec.CommandContext(ctx, runSession, "--", "sh", "-c", script, "sh", daemon, exe, test)
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), childEnv+"=1", "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, "data"), "XDG_RUNTIME_DIR="+PrivateDir(t))
+	out, err := cmd.CombinedOutput()
+	t.Logf("inside dbus-run-session:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+test) {
+		t.Fatalf("%s inside the Secret Service session failed: %v", test, err)
+	}
 }
