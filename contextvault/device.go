@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"reeve.dev/reeve/internal/keystore"
 	"reeve.dev/reeve/contextvault/seal"
+	"reeve.dev/reeve/internal/keystore"
 	"reeve.dev/reeve/server/sdk"
 )
 

@@ -19,8 +19,8 @@ import (
 	"sync"
 	"time"
 
-	"reeve.dev/reeve/internal/keystore"
 	"reeve.dev/reeve/contextvault/seal"
+	"reeve.dev/reeve/internal/keystore"
 	"reeve.dev/reeve/server/sdk"
 )
 
