@@ -366,6 +366,11 @@ func (w *walker) run(words []Word, redirs []*syntax.Redirect, st *state, pathCha
 		return
 	}
 	name := head.Value
+	if strings.HasPrefix(name, "~") && !strings.ContainsRune(name, '/') {
+		// ~ or ~user: a home directory, known only where the line runs.
+		w.opaque("the command name %s is a home directory, only known when the line runs", head.Src)
+		return
+	}
 	if strings.ContainsRune(name, '/') {
 		name = path.Base(name)
 	}
