@@ -23,7 +23,9 @@ import (
 // whose parent exits at once, so the process is an orphan. It prints
 // "escapee=<pid>" and, after a while, writes the file.
 func escapee(file string) string {
-	return fmt.Sprintf(`(setsid sh -c 'echo "escapee=$$"; sleep 2; echo late > %s' &) ; sleep 0.2`, file)
+	// The agent goes on only once the escapee runs, however loaded the
+	// machine is.
+	return fmt.Sprintf(`(setsid sh -c 'echo "escapee=$$"; touch %[1]s.started; sleep 2; echo late > %[1]s' &) ; while [ ! -e %[1]s.started ]; do sleep 0.05; done`, file)
 }
 
 // startEscapee runs script (which must start escapee(file)) with StartPipe
@@ -145,10 +147,12 @@ func TestKillEndsForkLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
 	reaper := p.Pid()
-	if len(Descendants(reaper)) < 3 {
-		t.Fatalf("the fork loop did not start: %v", Descendants(reaper))
+	for deadline := time.Now().Add(20 * time.Second); len(Descendants(reaper)) < 10; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = p.Kill()
+			t.Fatalf("the fork loop did not start: %v", Descendants(reaper))
+		}
 	}
 	if err := p.Kill(); err != nil {
 		t.Fatal(err)
