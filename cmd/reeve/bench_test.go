@@ -15,24 +15,42 @@ import (
 	"reeve.dev/reeve/daemon/store"
 )
 
-// The command-line benchmarks exec real processes. BenchmarkCLI/hello is a
-// hello-world Go binary built the same way, so the figures read as ratios.
+// The command-line benchmarks exec real processes. BenchmarkCLI runs, in
+// each iteration, a hello-world Go binary built the same way, then
+// `reeve --version`, then `reeve status` against a running daemon, so each
+// ratio compares runs under the same load. Wall time and CPU time (user +
+// system, less sensitive to a busy machine) are both reported.
 func BenchmarkCLI(b *testing.B) {
 	hello := buildHello(b)
 	dir := filepath.Join(b.TempDir(), "home")
-	run := func(b *testing.B, exe string, args ...string) {
-		for i := 0; i < b.N; i++ {
-			cmd := exec.Command(exe, args...)
-			cmd.Env = append(os.Environ(), "REEVE_HOME="+dir)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				b.Fatalf("%s %v: %v\n%s", exe, args, err, out)
-			}
-		}
-	}
-	b.Run("hello", func(b *testing.B) { run(b, hello) })
-	b.Run("version", func(b *testing.B) { run(b, reeveBin, "--version") })
 	startForBench(b, dir)
-	b.Run("status", func(b *testing.B) { run(b, reeveBin, "status") })
+	type cost struct{ wall, cpu time.Duration }
+	run := func(c *cost, exe string, args ...string) {
+		cmd := exec.Command(exe, args...)
+		cmd.Env = append(os.Environ(), "REEVE_HOME="+dir)
+		t0 := time.Now()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			b.Fatalf("%s %v: %v\n%s", exe, args, err, out)
+		}
+		c.wall += time.Since(t0)
+		c.cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	var h, v, st cost
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		run(&h, hello)
+		run(&v, reeveBin, "--version")
+		run(&st, reeveBin, "status")
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
+	b.ReportMetric(ms(h.wall), "hello-ms")
+	b.ReportMetric(ms(v.wall), "version-ms")
+	b.ReportMetric(ms(st.wall), "status-ms")
+	b.ReportMetric(float64(v.wall)/float64(h.wall), "version/hello")
+	b.ReportMetric(float64(st.wall)/float64(h.wall), "status/hello")
+	b.ReportMetric(float64(v.cpu)/float64(h.cpu), "version/hello-cpu")
+	b.ReportMetric(float64(st.cpu)/float64(h.cpu), "status/hello-cpu")
 }
 
 // BenchmarkIdleDaemonMemory reports the memory of an idle daemon. Both

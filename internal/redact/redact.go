@@ -8,32 +8,40 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Mask replaces what was removed.
 const Mask = "[redacted]"
 
+// The expressions are compiled on first use: every start of the binary
+// would otherwise pay for them in package init (about 700 allocations).
+
 // secretKey matches object keys whose values are secrets.
-var secretKey = regexp.MustCompile(`(?i)(pass(word|wd|phrase)?|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|authorization|cookie|credential|session[_-]?key|signature|seed)`)
+var secretKey = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(pass(word|wd|phrase)?|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|authorization|cookie|credential|session[_-]?key|signature|seed)`)
+})
 
 // secretValue matches secret-shaped substrings of any string.
-var secretValue = []*regexp.Regexp{
-	regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)`),
-	regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}`),
-	regexp.MustCompile(`\b(sk|pk|rk)-[A-Za-z0-9_-]{16,}`),                              // OpenAI/Anthropic/Stripe style
-	regexp.MustCompile(`\b(ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}`),         // GitHub
-	regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`),                              // Slack
-	regexp.MustCompile(`\b(AKIA|ASIA)[A-Z0-9]{16}\b`),                                  // AWS access key id
-	regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}\b`),                                    // Google API key
-	regexp.MustCompile(`\brv[a-z]_[A-Za-z0-9_.-]{16,}`),                                // reeve credentials
-	regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`), // JWT
-	regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+):[^\s@/]+@`),              // password in a URL (keeps the user)
-	regexp.MustCompile(`(?i)\b(password|passwd|pwd|secret|token|api[_-]?key)\s*[=:]\s*("[^"]*"|'[^']*'|[^\s,;&]+)`),
-}
+var secretValue = sync.OnceValue(func() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)`),
+		regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}`),
+		regexp.MustCompile(`\b(sk|pk|rk)-[A-Za-z0-9_-]{16,}`),                              // OpenAI/Anthropic/Stripe style
+		regexp.MustCompile(`\b(ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}`),         // GitHub
+		regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`),                              // Slack
+		regexp.MustCompile(`\b(AKIA|ASIA)[A-Z0-9]{16}\b`),                                  // AWS access key id
+		regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}\b`),                                    // Google API key
+		regexp.MustCompile(`\brv[a-z]_[A-Za-z0-9_.-]{16,}`),                                // reeve credentials
+		regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`), // JWT
+		regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+):[^\s@/]+@`),              // password in a URL (keeps the user)
+		regexp.MustCompile(`(?i)\b(password|passwd|pwd|secret|token|api[_-]?key)\s*[=:]\s*("[^"]*"|'[^']*'|[^\s,;&]+)`),
+	}
+})
 
 // String masks secret-shaped parts of s.
 func String(s string) string {
-	for i, re := range secretValue {
+	for i, re := range secretValue() {
 		switch i {
 		case 9: // URL password: keep scheme and user
 			s = re.ReplaceAllString(s, "${1}:"+Mask+"@")
@@ -51,7 +59,7 @@ func Value(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
-			if secretKey.MatchString(k) && e != nil {
+			if secretKey().MatchString(k) && e != nil {
 				if _, isObj := e.(map[string]any); !isObj {
 					x[k] = Mask
 					continue
