@@ -21,6 +21,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"reeve.dev/reeve/daemon/wire"
 )
@@ -447,7 +448,7 @@ func frameType(frame []byte) string {
 	const prefix = `{"type":"`
 	if bytes.HasPrefix(frame, []byte(prefix)) {
 		rest := frame[len(prefix):]
-		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 {
+		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 && utf8.Valid(rest[:i]) {
 			return string(rest[:i])
 		}
 	}

@@ -134,7 +134,7 @@ func cleanPath(p string) (string, error) {
 	}
 	for _, part := range strings.Split(p, "/") {
 		if part == ".." {
-			return "", fmt.Errorf("%w: %q climbs with ..", ErrPath, p)
+			return "", fmt.Errorf("%w: %q climbs out of its directory (..)", ErrPath, p)
 		}
 	}
 	c := path.Clean(p)

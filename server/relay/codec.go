@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"unicode/utf8"
 )
 
 // inEnvelope is a received envelope with its payload kept as the raw JSON
@@ -98,7 +99,9 @@ func scanEnvelope(b []byte) (e inEnvelope, ok bool) {
 		}
 		switch string(key) {
 		case "t", "ch", "reason":
-			if vEsc {
+			// Escapes and invalid UTF-8 (which encoding/json replaces)
+			// are the slow path's.
+			if vEsc || !utf8.Valid(b[i+1:vEnd]) {
 				return e, false
 			}
 			v := string(b[i+1 : vEnd])
@@ -110,6 +113,10 @@ func scanEnvelope(b []byte) (e inEnvelope, ok bool) {
 			default:
 				e.Reason = v
 			}
+		default:
+			// encoding/json matches keys without regard to case ("T" is
+			// t): any other key is for it to read.
+			return e, false
 		}
 		i = skipWS(b, vEnd+1)
 		if i >= len(b) {
