@@ -25,6 +25,9 @@ func ackExit(err error) error {
 		return withExit(ExitUsage, err)
 	case wire.CodeUnknownRequest:
 		return withExit(ExitNotFound, err)
+	case wire.CodeLaunchFailed:
+		// The session was recorded and ended failed before its agent ran.
+		return withExit(ExitSessionBad, err)
 	case wire.CodeBusy, wire.CodeNotRunning, wire.CodeNotResumable, wire.CodeShuttingDown, wire.CodeAlreadyWatched, wire.CodeAlreadyDecided:
 		return withExit(ExitConflict, err)
 	}

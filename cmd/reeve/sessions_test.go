@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -358,12 +359,18 @@ func TestSessionBadInput(t *testing.T) {
 		}
 	}
 
-	// An agent that crashes at start ends its session failed, with why.
+	// An agent that crashes at start ends its session failed, with why: the
+	// run is refused before any prompt is sent (its permission channel never
+	// answered), exits 10 and names the session it recorded as failed.
 	r = h.run("run", work, "--agent", "claude", "--prompt", "x", "--wait", "--json")
 	if r.code != 10 || !strings.Contains(r.stderr, "cannot start") {
 		t.Fatalf("crashing agent: exit %d %q", r.code, r.stderr)
 	}
-	failed := h.sessionInfo(r.stdout)
+	m := regexp.MustCompile(`session (\w+): agent claude could not start`).FindStringSubmatch(r.stderr)
+	if m == nil {
+		t.Fatalf("crashing agent: no session named in %q", r.stderr)
+	}
+	failed := h.sessionInfoOf(m[1])
 	if failed.Status != "failed" || !findEvent(h.logEvents(failed.ID), wire.KindError, contains("cannot start")) {
 		t.Fatalf("crashing agent's session: %+v", failed)
 	}
