@@ -32,7 +32,7 @@ func (p *switchable) SyncSession(ctx context.Context, r sdk.SyncRequest) (sdk.Sy
 	return c.SyncSession(ctx, r)
 }
 
-func daemonStore(t *testing.T) (*store.Store, store.Session) {
+func daemonStore(t testing.TB) (*store.Store, store.Session) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Options{Path: filepath.Join(t.TempDir(), "daemon.db")})
@@ -51,7 +51,7 @@ func daemonStore(t *testing.T) (*store.Store, store.Session) {
 	return st, sess
 }
 
-func appendEvents(t *testing.T, st *store.Store, sid string, from, n int) {
+func appendEvents(t testing.TB, st *store.Store, sid string, from, n int) {
 	t.Helper()
 	for i := from; i < from+n; i++ {
 		data := fmt.Sprintf(`{"i":%d,"text":"step %d"}`, i, i)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -370,6 +371,9 @@ func (s *Server) listAgentSessions(c *call) (int, any, error) {
 				break
 			}
 			after = r.Seq
+			if c.cannotSee(r) {
+				continue
+			}
 			role, err := s.sessionRole(c, r, groups)
 			if err != nil {
 				return 0, nil, err
@@ -571,4 +575,22 @@ func (s *Server) decideSessionAccess(c *call) (int, any, error) {
 	}
 	out, err := toSDK(rec)
 	return 200, sdk.RecordResponse{Data: out}, err
+}
+
+// cannotSee is a cheap pre-filter of the list: a private session whose
+// record names neither the caller (as owner or ACL subject) nor any group
+// is invisible to a plain member, decided without decoding its ACL. The
+// record is encoding/json output (no spaces), and a miss here only means
+// the full check runs.
+func (c *call) cannotSee(r store.Record) bool {
+	if c.role == sdk.RoleOwner || c.role == sdk.RoleAdmin || r.CreatedBy == c.p.Actor() {
+		return false
+	}
+	a := r.Attributes
+	uid := strconv.FormatInt(c.p.UserID, 10)
+	return bytes.Contains(a, []byte(`"visibility_scope":"private"`)) &&
+		!bytes.Contains(a, []byte(`"user:`+uid+`"`)) &&
+		!bytes.Contains(a, []byte(`"group_id"`)) &&
+		!bytes.Contains(a, []byte(`"owner_user_id":`+uid+`,`)) &&
+		!bytes.Contains(a, []byte(`"owner_user_id":`+uid+`}`))
 }
