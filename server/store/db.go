@@ -201,6 +201,19 @@ func (s *DB) exec(ctx context.Context, fn func(*Tx) error) error {
 	return s.execSQLite(ctx, fn)
 }
 
+// execSimple runs a write that needs no serializable isolation: single
+// statements (an insert guarded by a unique constraint, an UPDATE whose
+// WHERE is the condition) and their audit entry. PostgreSQL re-checks such
+// a statement's WHERE after waiting for a row lock, so it stays atomic at
+// READ COMMITTED, and replicas updating one row (token last use) do not
+// abort each other.
+func (s *DB) execSimple(ctx context.Context, fn func(*Tx) error) error {
+	if s.engine == EnginePostgres {
+		return s.execPostgresAt(ctx, sql.LevelReadCommitted, fn)
+	}
+	return s.execSQLite(ctx, fn)
+}
+
 // Close stops the writer after it drains and closes the database.
 func (s *DB) Close() error {
 	if s.engine == EnginePostgres {
@@ -343,7 +356,7 @@ func (s *DB) CountUsers(ctx context.Context) (int, error) {
 }
 
 func (s *DB) CreateLoginLink(ctx context.Context, l LoginLink) error {
-	return s.exec(ctx, func(tx *Tx) error {
+	return s.execSimple(ctx, func(tx *Tx) error {
 		_, err := tx.Exec(`INSERT INTO login_links (hash, user_id, created_at, expires_at) VALUES (?,?,?,?)`, l.Hash, l.UserID, ts(l.CreatedAt), ts(l.ExpiresAt))
 		return err
 	})
@@ -553,7 +566,7 @@ func scanToken(sc scanner) (Token, error) {
 }
 
 func (s *DB) CreateToken(ctx context.Context, t Token) error {
-	return s.exec(ctx, func(tx *Tx) error {
+	return s.execSimple(ctx, func(tx *Tx) error {
 		_, err := tx.Exec(`INSERT INTO tokens (`+tokCols+`) VALUES (?,?,?,?,?,?,?,?,?,?)`, t.ID, t.Kind, t.UserID, t.Name, t.Hash, t.Prefix, ts(t.CreatedAt), tsOrNil(t.ExpiresAt), nil, nil)
 		return err
 	})
@@ -582,7 +595,7 @@ func (s *DB) Tokens(ctx context.Context, userID int64, kind string) ([]Token, er
 }
 
 func (s *DB) RevokeToken(ctx context.Context, userID int64, id string, now time.Time) error {
-	return s.exec(ctx, func(tx *Tx) error {
+	return s.execSimple(ctx, func(tx *Tx) error {
 		res, err := tx.Exec(`UPDATE tokens SET revoked_at = ? WHERE id = ? AND user_id = ? AND revoked_at IS NULL`, ts(now), id, userID)
 		if err != nil {
 			return err
@@ -595,7 +608,7 @@ func (s *DB) RevokeToken(ctx context.Context, userID int64, id string, now time.
 }
 
 func (s *DB) TouchToken(ctx context.Context, id string, now time.Time) error {
-	return s.exec(ctx, func(tx *Tx) error {
+	return s.execSimple(ctx, func(tx *Tx) error {
 		_, err := tx.Exec(`UPDATE tokens SET last_used_at = ? WHERE id = ?`, ts(now), id)
 		return err
 	})
@@ -617,7 +630,7 @@ func scanInstall(sc scanner) (Install, error) {
 }
 
 func (s *DB) CreateInstall(ctx context.Context, in Install, audit AuditEntry) error {
-	return s.exec(ctx, func(tx *Tx) error {
+	return s.execSimple(ctx, func(tx *Tx) error {
 		if _, err := tx.Exec(`INSERT INTO installs (`+instCols+`) VALUES (?,?,?,?,?,?,?,?)`, in.ID, in.WorkspaceID, in.Name, in.TokenHash, in.CreatedBy, ts(in.CreatedAt), nil, nil); err != nil {
 			return fmt.Errorf("create install: %w", err)
 		}
@@ -666,14 +679,14 @@ func (s *DB) RevokeInstall(ctx context.Context, workspaceID, id string, now time
 }
 
 func (s *DB) TouchInstall(ctx context.Context, id string, now time.Time) error {
-	return s.exec(ctx, func(tx *Tx) error {
+	return s.execSimple(ctx, func(tx *Tx) error {
 		_, err := tx.Exec(`UPDATE installs SET last_seen_at = ? WHERE id = ?`, ts(now), id)
 		return err
 	})
 }
 
 func (s *DB) SetInstallToken(ctx context.Context, workspaceID, id, hash string) error {
-	return s.exec(ctx, func(tx *Tx) error {
+	return s.execSimple(ctx, func(tx *Tx) error {
 		res, err := tx.Exec(`UPDATE installs SET token_hash = ? WHERE workspace_id = ? AND id = ? AND revoked_at IS NULL`, hash, workspaceID, id)
 		if err != nil {
 			return err
@@ -747,7 +760,11 @@ func (s *DB) CreateRecordChecked(ctx context.Context, r *Record, check func(Reco
 	if r.ID == "" {
 		r.ID = newID()
 	}
-	return s.exec(ctx, func(tx *Tx) error {
+	run := s.exec
+	if check == nil {
+		run = s.execSimple
+	}
+	return run(ctx, func(tx *Tx) error {
 		if check != nil {
 			if err := check(txRecords{tx: tx, ws: r.WorkspaceID}); err != nil {
 				return err
@@ -797,7 +814,7 @@ func (s *DB) Records(ctx context.Context, workspaceID, collection string, opts L
 }
 
 func (s *DB) UpdateRecord(ctx context.Context, r *Record, audit AuditEntry) error {
-	return s.exec(ctx, func(tx *Tx) error {
+	return s.execSimple(ctx, func(tx *Tx) error {
 		res, err := tx.Exec(`UPDATE records SET attributes = ?, updated_at = ? WHERE id = ? AND workspace_id = ? AND collection = ?`, string(r.Attributes), ts(r.UpdatedAt), r.ID, r.WorkspaceID, r.Collection)
 		if err != nil {
 			return fmt.Errorf("update record: %w", err)
@@ -848,7 +865,7 @@ func (s *DB) DeleteRecord(ctx context.Context, workspaceID, collection, id strin
 // ---- audit ----
 
 func (s *DB) AppendAudit(ctx context.Context, e AuditEntry) error {
-	return s.exec(ctx, func(tx *Tx) error { return insertAudit(tx, e) })
+	return s.execSimple(ctx, func(tx *Tx) error { return insertAudit(tx, e) })
 }
 
 func (s *DB) Audit(ctx context.Context, workspaceID string, opts ListOptions) ([]AuditEntry, error) {

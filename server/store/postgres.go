@@ -121,6 +121,10 @@ func (s *DB) checkSchema(ctx context.Context) (int, error) {
 // connection is lost before the commit was sent. fn must not have effects
 // outside the transaction other than assigning its results.
 func (s *DB) execPostgres(ctx context.Context, fn func(*Tx) error) error {
+	return s.execPostgresAt(ctx, sql.LevelSerializable, fn)
+}
+
+func (s *DB) execPostgresAt(ctx context.Context, iso sql.IsolationLevel, fn func(*Tx) error) error {
 	var err error
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt > 0 {
@@ -133,7 +137,7 @@ func (s *DB) execPostgres(ctx context.Context, fn func(*Tx) error) error {
 			}
 		}
 		var committing bool
-		committing, err = s.tryPostgres(ctx, fn)
+		committing, err = s.tryPostgres(ctx, iso, fn)
 		if err == nil {
 			return nil
 		}
@@ -155,8 +159,8 @@ func (s *DB) execPostgres(ctx context.Context, fn func(*Tx) error) error {
 	return fmt.Errorf("gave up after %d attempts: %w", maxAttempts, err)
 }
 
-func (s *DB) tryPostgres(ctx context.Context, fn func(*Tx) error) (committing bool, err error) {
-	stx, err := s.write.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSerializable})
+func (s *DB) tryPostgres(ctx context.Context, iso sql.IsolationLevel, fn func(*Tx) error) (committing bool, err error) {
+	stx, err := s.write.BeginTx(ctx, &sql.TxOptions{Isolation: iso})
 	if err != nil {
 		return false, err
 	}
