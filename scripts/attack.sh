@@ -3,7 +3,7 @@
 # size with REEVE_ATTACK=1. See docs/attacks.md.
 #
 #   scripts/attack.sh            # all of them
-#   scripts/attack.sh relay      # one group: relay, start, hook, disk
+#   scripts/attack.sh relay      # one group: relay, start, hook
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export REEVE_ATTACK=1
@@ -24,5 +24,3 @@ run relay ./daemon/relaylink 'TestOversizeClientFramesLeaveTheLinkUp'
 run start ./cmd/reeve 'TestRacingStartsRunTheWinnersSettings'
 # A hook whose stdin never ends or trickles answers within its timeout.
 run hook ./cli 'TestHookTimeoutCoversReadingStdin'
-# Disk full: the store's end-of-session paths on a small tmpfs (root only).
-run disk ./daemon/store 'TestDiskFull'

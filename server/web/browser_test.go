@@ -104,11 +104,42 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
 	}
+	// The profile is not t.TempDir(): Chromium's helper processes (the
+	// zygote, the crash handler) outlive the browser for a moment and keep
+	// writing it, so the testing package's removal failed now and then.
+	// Chromium runs in its own process group, which the cleanup kills
+	// whole before removing the profile, retrying while files still move.
+	profile, err := os.MkdirTemp("", "reeve-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid := 0
+	opts = append(opts, chromedp.UserDataDir(profile), chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.Setpgid = true
+	}))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
+	t.Cleanup(func() {
+		if b := chromedp.FromContext(ctx).Browser; b != nil && b.Process() != nil {
+			pgid = b.Process().Pid
+		}
+		cancelCtx()
+		cancelAlloc()
+		if pgid > 0 {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+		var err error
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if err = os.RemoveAll(profile); err == nil {
+				return
+			}
+		}
+		t.Errorf("remove the browser profile: %v", err)
+	})
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("start chromium %s: %v", path, err)
 	}
