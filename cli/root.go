@@ -133,6 +133,7 @@ func NewRootCmd(env *Env) *cobra.Command {
 		newSetupCmd(env),
 		newUpdateCmd(env),
 		newTeamResourceCmd(env),
+		newContractCmd(env),
 	)
 	root.AddCommand(newContextCmd(env))  // reeve context ... (context*.go)
 	root.AddCommand(newEvidenceCmd(env)) // reeve evidence verify (evidence.go)
