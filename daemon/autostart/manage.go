@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"reeve.dev/reeve/internal/atomicfile"
 	"github.com/kardianos/service"
 )
 
@@ -239,7 +240,7 @@ func installRoot(ctx context.Context, o Options, u Unit, rep Report) (Report, er
 		if err := os.MkdirAll(filepath.Dir(u.Path), 0o755); err != nil {
 			return rep, wrapFS(err, u.Path)
 		}
-		if err := writeUnit(u.Path, u.Content); err != nil {
+		if err := atomicfile.WriteFile(u.Path, []byte(u.Content), 0o644); err != nil {
 			return rep, wrapFS(err, u.Path)
 		}
 		rep.Changed = true
@@ -287,28 +288,6 @@ func uninstallRoot(ctx context.Context, o Options, u Unit, rep Report) (Report, 
 		}
 	}
 	return rep, nil
-}
-
-// writeUnit writes a unit file readable by the manager (0644), replacing
-// any old one atomically.
-func writeUnit(path, content string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".unit-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.WriteString(content); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // Restart restarts the unit on the live system when it is running;

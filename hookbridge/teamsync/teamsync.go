@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"reeve.dev/reeve/internal/atomicfile"
 	"reeve.dev/reeve/server/sdk"
 )
 
@@ -219,7 +220,7 @@ func Apply(ctx context.Context, o Options, b sdk.TeamResourceBundle) (Result, er
 			if err := os.MkdirAll(filepath.Dir(f.abs), 0o755); err != nil {
 				return res, err
 			}
-			if err := writeFile(f.abs, f.content); err != nil {
+			if err := atomicfile.WriteFile(f.abs, f.content, 0o644); err != nil {
 				return res, err
 			}
 		}
@@ -276,24 +277,4 @@ func (o Options) git(ctx context.Context, args ...string) (string, error) {
 		return "", fmt.Errorf("git %s: %s", args[0], msg)
 	}
 	return strings.TrimSpace(out.String()), nil
-}
-
-func writeFile(path string, content []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".teamsync-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(content); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
