@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"reeve.dev/reeve/internal/atomicfile"
 	"github.com/kardianos/service"
+	"reeve.dev/reeve/internal/atomicfile"
 )
 
 // Install writes and enables the unit. On the live system it also starts
