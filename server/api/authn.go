@@ -61,6 +61,7 @@ func (s *Server) userPrincipal(c *call, tok string) (auth.Principal, error) {
 	}
 	h := auth.Hash(tok)
 	now := s.opts.Now()
+	gen := s.creds.generation()
 	if e, ok := s.creds.get(h, now); ok {
 		s.touch(e, now)
 		return e.p, nil
@@ -80,7 +81,7 @@ func (s *Server) userPrincipal(c *call, tok string) (auth.Principal, error) {
 		return auth.Principal{}, err
 	}
 	p := auth.Principal{Kind: auth.KindUser, UserID: u.ID, Email: u.Email, TokenID: t.ID}
-	e := s.creds.put(h, p, t.ExpiresAt, now)
+	e := s.creds.put(h, p, t.ExpiresAt, now, gen)
 	s.touch(e, now)
 	return p, nil
 }
@@ -114,6 +115,7 @@ func (s *Server) daemonPrincipal(c *call, tok string) (auth.Principal, error) {
 	}
 	h := auth.Hash(tok)
 	now := s.opts.Now()
+	gen := s.creds.generation()
 	if e, ok := s.creds.get(h, now); ok {
 		return e.p, nil
 	}
@@ -125,7 +127,7 @@ func (s *Server) daemonPrincipal(c *call, tok string) (auth.Principal, error) {
 		return auth.Principal{}, err
 	}
 	p := auth.Principal{Kind: auth.KindDaemon, InstallID: in.ID, Workspace: in.WorkspaceID}
-	s.creds.put(h, p, nil, now)
+	s.creds.put(h, p, nil, now, gen)
 	return p, nil
 }
 
@@ -242,6 +244,7 @@ func (s *Server) forgetWorkspace(id string) {
 func (s *Server) defaultWorkspace(c *call) (string, error) {
 	key := "default:" + itoa(c.p.UserID)
 	now := s.opts.Now()
+	gen := s.creds.generation()
 	if e, ok := s.creds.get(key, now); ok {
 		return e.p.Workspace, nil
 	}
@@ -252,7 +255,7 @@ func (s *Server) defaultWorkspace(c *call) (string, error) {
 	if len(ms) == 0 {
 		return "", forbidden("you are not a member of any workspace")
 	}
-	s.creds.put(key, auth.Principal{Workspace: ms[0].Workspace.ID}, nil, now)
+	s.creds.put(key, auth.Principal{Workspace: ms[0].Workspace.ID}, nil, now, gen)
 	return ms[0].Workspace.ID, nil
 }
 
@@ -260,6 +263,7 @@ func (s *Server) defaultWorkspace(c *call) (string, error) {
 func (s *Server) role(c *call, workspaceID string) (string, error) {
 	key := "role:" + workspaceID + ":" + itoa(c.p.UserID)
 	now := s.opts.Now()
+	gen := s.creds.generation()
 	if e, ok := s.creds.get(key, now); ok {
 		return e.p.Role, nil
 	}
@@ -270,7 +274,7 @@ func (s *Server) role(c *call, workspaceID string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s.creds.put(key, auth.Principal{Role: role, Workspace: workspaceID}, nil, now)
+	s.creds.put(key, auth.Principal{Role: role, Workspace: workspaceID}, nil, now, gen)
 	return role, nil
 }
 
@@ -291,6 +295,10 @@ type credCache struct {
 	ttl time.Duration
 	mu  sync.Mutex
 	m   map[string]*credEntry
+	// gen counts drops. A lookup notes it before reading the store and
+	// caches its answer only if no drop came in between: otherwise a read
+	// that raced a revocation would put the revoked credential back.
+	gen uint64
 }
 
 type credEntry struct {
@@ -316,7 +324,14 @@ func (cc *credCache) get(key string, now time.Time) (*credEntry, bool) {
 	return e, true
 }
 
-func (cc *credCache) put(key string, p auth.Principal, expires *time.Time, now time.Time) *credEntry {
+// generation is the drop count to pass to put after reading the store.
+func (cc *credCache) generation() uint64 {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.gen
+}
+
+func (cc *credCache) put(key string, p auth.Principal, expires *time.Time, now time.Time, since uint64) *credEntry {
 	e := &credEntry{p: p, until: now.Add(cc.ttl), touched: now}
 	if expires != nil && expires.Before(e.until) {
 		e.until = *expires
@@ -326,6 +341,9 @@ func (cc *credCache) put(key string, p auth.Principal, expires *time.Time, now t
 	}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
+	if cc.gen != since {
+		return e // a revocation landed while the caller read the store
+	}
 	if len(cc.m) > 50000 {
 		clear(cc.m) // bounded memory beats a perfect hit rate
 	}
@@ -337,6 +355,7 @@ func (cc *credCache) put(key string, p auth.Principal, expires *time.Time, now t
 func (cc *credCache) drop(fn func(key string, p auth.Principal) bool) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
+	cc.gen++
 	for k, e := range cc.m {
 		if fn(k, e.p) {
 			delete(cc.m, k)

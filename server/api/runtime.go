@@ -212,6 +212,7 @@ func (s *Server) relayValidate(c *call) (int, any, error) {
 func (s *Server) installActive(c *call, workspace, id string) (bool, error) {
 	key := "install:" + id
 	now := s.opts.Now()
+	gen := s.creds.generation()
 	if _, ok := s.creds.get(key, now); ok {
 		return true, nil
 	}
@@ -222,6 +223,6 @@ func (s *Server) installActive(c *call, workspace, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	s.creds.put(key, auth.Principal{Kind: auth.KindDaemon, InstallID: id, Workspace: workspace}, nil, now)
+	s.creds.put(key, auth.Principal{Kind: auth.KindDaemon, InstallID: id, Workspace: workspace}, nil, now, gen)
 	return true, nil
 }
