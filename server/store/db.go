@@ -582,16 +582,7 @@ func (s *DB) Tokens(ctx context.Context, userID int64, kind string) ([]Token, er
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
 	}
-	defer rows.Close()
-	var out []Token
-	for rows.Next() {
-		t, err := scanToken(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return collect(rows, scanToken)
 }
 
 func (s *DB) RevokeToken(ctx context.Context, userID int64, id string, now time.Time) error {
@@ -653,16 +644,7 @@ func (s *DB) Installs(ctx context.Context, workspaceID string) ([]Install, error
 	if err != nil {
 		return nil, fmt.Errorf("list installs: %w", err)
 	}
-	defer rows.Close()
-	var out []Install
-	for rows.Next() {
-		in, err := scanInstall(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, in)
-	}
-	return out, rows.Err()
+	return collect(rows, scanInstall)
 }
 
 func (s *DB) RevokeInstall(ctx context.Context, workspaceID, id string, now time.Time, audit AuditEntry) error {
