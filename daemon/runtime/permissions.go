@@ -15,6 +15,8 @@ import (
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/hookbridge"
 	"reeve.dev/reeve/hookbridge/policy"
+	"reeve.dev/reeve/hookbridge/policy/cmdline"
+	"reeve.dev/reeve/hookbridge/policy/patch"
 )
 
 // launchMode picks a new session's operator mode: the one asked for, else
@@ -248,7 +250,7 @@ func whatIsDecided(input json.RawMessage) (string, []string) {
 	if json.Unmarshal(input, &in) != nil {
 		return "", nil
 	}
-	command := ""
+	command, last := "", ""
 	for _, raw := range []json.RawMessage{in.Command, in.Cmd} {
 		if len(raw) == 0 {
 			continue
@@ -257,8 +259,8 @@ func whatIsDecided(input json.RawMessage) (string, []string) {
 		var argv []string
 		if json.Unmarshal(raw, &s) == nil {
 			command = s
-		} else if json.Unmarshal(raw, &argv) == nil {
-			command = strings.Join(argv, " ")
+		} else if json.Unmarshal(raw, &argv) == nil && len(argv) > 0 {
+			command, last = strings.Join(argv, " "), argv[len(argv)-1]
 		}
 		if command != "" {
 			break
@@ -270,30 +272,56 @@ func whatIsDecided(input json.RawMessage) (string, []string) {
 			paths = append(paths, p)
 		}
 	}
-	// A patch (Codex apply_patch, as its own input or as the "command")
-	// names its files on its header lines.
-	for _, text := range []string{in.Patch, in.Input, command} {
-		paths = append(paths, patchPaths(text)...)
+	// A patch (Codex apply_patch, as its own input, as the "command", or
+	// as a here-document given to a patch program) names its files.
+	for _, text := range []string{in.Patch, in.Input} {
+		paths = append(paths, patchFiles(text)...)
 	}
-	if len(patchPaths(command)) > 0 {
+	files := patchFiles(command)
+	if len(files) == 0 && last != "" {
+		files = patchFiles(last) // ["apply_patch", PATCH]
+	}
+	if len(files) > 0 {
+		paths = append(paths, files...)
 		command = "" // the patch is named by its files, not its text
 	}
 	return clipText(command, 2000), paths
 }
 
-// patchPaths lists the files of an apply_patch envelope or unified diff.
-func patchPaths(text string) []string {
-	if !strings.Contains(text, "*** Begin Patch") && !strings.Contains(text, "\n+++ ") {
+// patchFiles lists the files a patch touches, through the one patch
+// parser the policy uses (hookbridge/policy/patch): an apply_patch
+// envelope, a unified diff, or a command line that feeds either to a
+// patch program (apply_patch <<EOF, git apply, patch). Text that is none
+// of these, or a patch that does not parse (the policy denied it for
+// that), names no files.
+func patchFiles(text string) []string {
+	text = strings.TrimSpace(text)
+	if text == "" {
 		return nil
 	}
+	var texts []string
+	switch {
+	case patch.IsEnvelope(text):
+		texts = []string{text}
+	case strings.HasPrefix(text, "--- ") || strings.HasPrefix(text, "diff "):
+		texts = []string{text}
+	case strings.Contains(text, "<<"):
+		res, err := cmdline.Parse(text)
+		if err != nil {
+			return nil
+		}
+		for _, p := range res.Patches {
+			texts = append(texts, p.Text)
+		}
+	}
 	var out []string
-	for _, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		for _, p := range []string{"*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ", "+++ b/", "+++ "} {
-			if rest, ok := strings.CutPrefix(line, p); ok && rest != "/dev/null" {
-				out = append(out, strings.TrimSpace(rest))
-				break
-			}
+	for _, t := range texts {
+		files, err := patch.Parse(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range files {
+			out = append(out, f.Path)
 		}
 	}
 	return out
@@ -306,21 +334,53 @@ func clipText(s string, n int) string {
 	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
-// recordDecision puts a decision on the record: an event in the log, an
-// approval in the manifest, and a frame to the session's followers.
+// recordDecision puts a decision on the record: an event in the log and
+// a frame to the session's followers. The manifest's approvals are a view
+// of those events (approvals), so a decision costs one append however
+// many came before it.
 func (m *Manager) recordDecision(sessionID string, d hookbridge.Decision) {
 	m.record(sessionID, wire.KindPermissionDecision, d)
-	m.logFailure(sessionID, "record approval in manifest", m.updateManifest(m.ctx, sessionID, func(mf *wire.Manifest) {
-		mf.Approvals = append(mf.Approvals, wire.Approval{
-			RequestID: d.RequestID, Tool: d.Tool, Decision: d.Decision, DecidedBy: d.DecidedBy, Reason: d.Reason, At: d.At,
-			ToolUseID: d.ToolUseID, Channel: d.Channel, Command: d.Command, Paths: d.Paths,
-		})
-	}))
 	if d.RequestID != "" {
 		if len(m.broker.Pending(sessionID)) == 0 {
 			m.logFailure(sessionID, "set status", m.setStatusFrom(m.ctx, sessionID, store.StatusWaitingPermission, store.StatusRunning, ""))
 		}
 		m.Notify(control.Notice{SessionID: sessionID, Frame: wire.HookPermissionResolved{Type: wire.TypeHookPermissionResolved, Decision: d}})
+	}
+}
+
+// approvalsPage is how many events approvals reads at a time.
+const approvalsPage = 1000
+
+// approvals is the manifest's list of decisions, built from the session's
+// permission-decision events in log order: reeve's own (policy, rules,
+// mode, human, timeout, daemon) and those the agent took by itself
+// (decided_by agent). The log is the one record; manifests written before
+// this view existed also hold a copy, which it replaces.
+func (m *Manager) approvals(ctx context.Context, sessionID string) ([]wire.Approval, error) {
+	out := []wire.Approval{}
+	after := int64(0)
+	for {
+		evs, err := m.opts.Store.Events(ctx, sessionID, after, approvalsPage)
+		if err != nil {
+			return nil, fmt.Errorf("read the decisions of session %s: %w", sessionID, err)
+		}
+		for _, e := range evs {
+			after = e.Seq
+			if e.Kind != wire.KindPermissionDecision {
+				continue
+			}
+			var d wire.PermissionDecision
+			if json.Unmarshal(e.Data, &d) != nil {
+				continue
+			}
+			out = append(out, wire.Approval{
+				RequestID: d.RequestID, Tool: d.Tool, Decision: d.Decision, DecidedBy: d.DecidedBy, Reason: d.Reason, At: d.At,
+				ToolUseID: d.ToolUseID, Channel: d.Channel, Command: d.Command, Paths: d.Paths,
+			})
+		}
+		if len(evs) < approvalsPage {
+			return out, nil
+		}
 	}
 }
 

@@ -542,7 +542,12 @@ func (m *Manager) Manifest(ctx context.Context, id string) (wire.Manifest, error
 	if _, err := m.session(ctx, id); err != nil {
 		return wire.Manifest{}, err
 	}
-	return m.manifest(ctx, id)
+	mf, err := m.manifest(ctx, id)
+	if err != nil {
+		return mf, err
+	}
+	mf.Approvals, err = m.approvals(ctx, id)
+	return mf, err
 }
 
 func (m *Manager) manifest(ctx context.Context, id string) (wire.Manifest, error) {
