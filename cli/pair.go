@@ -10,15 +10,18 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"reeve.dev/reeve/daemon/config"
+	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/pairing"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/sdk/e2e"
+	"reeve.dev/reeve/worker"
 )
 
 type pairOptions struct {
@@ -35,6 +38,13 @@ type pairOptions struct {
 	noBrowser    bool
 	timeout      int
 	json         bool
+	// The worker profile (--worker): its workdirs, runner credential,
+	// executor and agents.
+	workdirs       []string
+	credentialFile string
+	executor       string
+	agents         string
+	workerProfile  string
 
 	// interval between status polls; tests shorten it.
 	interval time.Duration
@@ -57,6 +67,10 @@ type pairResult struct {
 	AutoUnlockTTL     int    `json:"auto_unlock_ttl_seconds"`
 	CredentialsFile   string `json:"credentials_file"`
 	Restarted         bool   `json:"daemon_restarted"`
+	// WorkerProfile is the profile file `pair --worker` wrote, and where
+	// its runner credential came from (never the value).
+	WorkerProfile          string `json:"worker_profile,omitempty"`
+	WorkerCredentialSource string `json:"worker_credential_source,omitempty"`
 }
 
 func newPairCmd(env *Env) *cobra.Command {
@@ -94,6 +108,11 @@ func newPairCmd(env *Env) *cobra.Command {
 	f.BoolVar(&opts.noBrowser, "no-browser", false, "print the approval URL without opening a browser")
 	f.IntVar(&opts.timeout, "timeout", 900, "seconds to wait for approval")
 	f.BoolVar(&opts.json, "json", false, "print the result as JSON")
+	f.StringArrayVar(&opts.workdirs, "workdir", nil, "with --worker: a directory runs may name (repeatable)")
+	f.StringVar(&opts.credentialFile, "credential-file", "", "with --worker: file holding the managed executor's runner credential (else $"+worker.CredentialEnv+"); kept in the worker profile, 0600")
+	f.StringVar(&opts.executor, "executor", "", "with --worker: the managed executor id the credential is")
+	f.StringVar(&opts.agents, "agents", "", "with --worker: comma-separated agents the worker offers")
+	f.StringVar(&opts.workerProfile, "worker-profile", "", "with --worker: worker profile name (default \"default\")")
 	addKeyStoreFlag(cmd)
 	cmd.AddCommand(newPairAnchorCmd(env), newPairRotateTokenCmd(env))
 	return cmd
@@ -115,6 +134,10 @@ func runPair(ctx context.Context, o *pairOptions) error {
 	}
 	if o.timeout <= 0 {
 		return exitf(ExitUsage, "--timeout must be a positive number of seconds, got %d", o.timeout)
+	}
+	workerProfile, workerCred, err := o.workerSettings()
+	if err != nil {
+		return err
 	}
 	ttl := wire.ClampUnlockTTL(o.ttl)
 	if ttl != o.ttl {
@@ -182,7 +205,14 @@ func runPair(ctx context.Context, o *pairOptions) error {
 			return err
 		}
 	}
+	var profileFile string
+	if o.worker {
+		if profileFile, err = o.saveWorkerProfile(workerProfile, workerCred, rc); err != nil {
+			return err
+		}
+	}
 	res := pairResult{
+		WorkerProfile: profileFile, WorkerCredentialSource: workerCred.Source,
 		InstallID: rc.InstallID, WorkspaceID: rc.WorkspaceID, ServerURL: rc.ServerURL, AppURL: rc.AppURL, RelayURL: rc.RelayURL,
 		AnchorFingerprint: a.Fingerprint, Worker: rc.Worker, Transport: rc.Transport, AutoUnlock: rc.AutoUnlock, AutoUnlockTTL: rc.AutoUnlockTTL,
 		CredentialsFile: dir.RelayFile(), Restarted: restarted,
@@ -439,4 +469,64 @@ func runPairRotateToken(o *pairRotateOptions) error {
 		fmt.Fprintln(o.env.Err, "reeve: the daemon is not running; it uses the new token when it starts")
 	}
 	return nil
+}
+
+// workerSettings checks the --worker flags before any pairing request, so
+// that a missing directory or an unreadable credential file fails first.
+func (o *pairOptions) workerSettings() (worker.Profile, worker.Credential, error) {
+	var p worker.Profile
+	if !o.worker {
+		if len(o.workdirs) > 0 || o.credentialFile != "" || o.executor != "" || o.agents != "" || o.workerProfile != "" {
+			return p, worker.Credential{}, exitf(ExitUsage, "--workdir, --credential-file, --executor, --agents and --worker-profile go with --worker")
+		}
+		return p, worker.Credential{}, nil
+	}
+	for _, d := range o.workdirs {
+		abs, err := existingDir(d)
+		if err != nil {
+			return p, worker.Credential{}, err
+		}
+		p.Workdirs = append(p.Workdirs, abs)
+	}
+	p.ExecutorID, p.Agents, p.Transport = o.executor, splitList(o.agents), o.transport
+	cred, err := worker.ResolveCredential(o.credentialFile, o.env.Getenv(worker.CredentialEnv), worker.Profile{})
+	switch {
+	case errors.Is(err, worker.ErrNoCredential):
+		// Paired without one: worker start then needs --credential-file.
+	case err != nil:
+		return p, cred, exitf(ExitUsage, "%v", err)
+	default:
+		if !strings.HasPrefix(cred.Value(), sdk.RunnerCredentialPrefix) {
+			return p, cred, exitf(ExitUsage, "the runner credential (%s) does not look like one: runner credentials start with %s", cred, sdk.RunnerCredentialPrefix)
+		}
+		p.Credential = cred.Value()
+	}
+	return p, cred, nil
+}
+
+// saveWorkerProfile keeps the worker profile beside the pairing: the
+// server and workspace it was approved for, and the runner credential.
+func (o *pairOptions) saveWorkerProfile(p worker.Profile, cred worker.Credential, rc home.RelayCredentials) (string, error) {
+	h := worker.Home{Base: string(o.home), Profile: o.workerProfile}
+	if prev, err := worker.ReadProfile(h.ProfileFile()); err == nil {
+		// A re-pairing keeps what it is not told to change.
+		p = prev.Merge(p)
+	}
+	p.ServerURL, p.WorkspaceID, p.InstallID, p.PairedAt = rc.ServerURL, rc.WorkspaceID, rc.InstallID, time.Now().UTC()
+	if p.Transport == "" {
+		p.Transport = worker.TransportPolling
+	}
+	if err := h.WriteProfile(p); err != nil {
+		return "", withExit(ExitFailure, fmt.Errorf("save the worker profile: %w", err))
+	}
+	fmt.Fprintf(o.env.Err, "reeve: worker profile saved to %s (transport %s)\n", h.ProfileFile(), p.Transport)
+	if p.Credential == "" {
+		fmt.Fprintf(o.env.Err, "reeve: no runner credential yet: create a managed executor for this worker and pass its credential to `reeve worker start --credential-file FILE`\n")
+	} else if cred.Source != "" {
+		fmt.Fprintf(o.env.Err, "reeve: the runner credential (from %s) is kept in the worker profile (mode 0600)\n", cred)
+	}
+	if len(p.Workdirs) == 0 {
+		fmt.Fprintln(o.env.Err, "reeve: no --workdir: runs need one (pass --workdir to `reeve worker start`, or pair again with it)")
+	}
+	return h.ProfileFile(), nil
 }

@@ -135,9 +135,10 @@ func NewRootCmd(env *Env) *cobra.Command {
 		newTeamResourceCmd(env),
 		newContractCmd(env),
 	)
-	root.AddCommand(newContextCmd(env))  // reeve context ... (context*.go)
-	root.AddCommand(newEvidenceCmd(env)) // reeve evidence verify (evidence.go)
-	root.AddCommand(newPairCmd(env))     // reeve pair, pair anchor, pair rotate-token (pair.go)
+	root.AddCommand(newContextCmd(env))                           // reeve context ... (context*.go)
+	root.AddCommand(newEvidenceCmd(env))                          // reeve evidence verify (evidence.go)
+	root.AddCommand(newPairCmd(env))                              // reeve pair, pair anchor, pair rotate-token (pair.go)
+	root.AddCommand(newTeamWorkerCmd(env), newDiagnosticCmd(env)) // reeve worker ... (worker.go), diagnostic (diagnostic.go)
 	root.AddCommand(newInstallCmd(env, root))
 	attachPairUnlock(root, env) // reeve pair unlock (pair_unlock.go)
 	return root

@@ -116,8 +116,9 @@ func run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return &FatalError{fmt.Errorf("install the hook program that governs agents: %w", err)}
 	}
+	agentRegistry := registry.New(registry.Options{})
 	mgr, err := NewManager(ctx, ManagerOptions{
-		Store: st, Agents: registry.New(registry.Options{}), Home: opts.Home,
+		Store: st, Agents: agentRegistry, Home: opts.Home,
 		DefaultAgent: launch.DefaultAgent, Env: agentEnv(), Log: opts.Log,
 		HookProgram: hookProgram, HookTimeout: time.Duration(launch.HookTimeout) * time.Second, DefaultMode: launch.DefaultMode,
 		Policy: projectPolicy, Context: contextvault.SessionContext(string(opts.Home), opts.Log),
@@ -162,6 +163,7 @@ func run(ctx context.Context, opts Options) error {
 				WorkerPID: os.Getpid(), SupervisorPID: opts.SupervisorPID,
 				StartedAt: started.UTC(), UptimeSeconds: time.Since(started).Seconds(),
 				Sessions: n, Auth: launch.Auth, Relay: relaylink.Health(link, launch.Profile),
+				Agents: agentRegistry.IDs(),
 			}
 		},
 	})

@@ -23,6 +23,11 @@ type Health struct {
 	Auth          bool      `json:"auth"`
 	// Relay is the relay link and remote-control lock (profile relay).
 	Relay *RemoteStatus `json:"relay,omitempty"`
+	// Agents are the ids of the adapters the daemon loaded, in its order
+	// (a team worker checks its --agents against them before it claims
+	// work). Whether each one's program is installed is known only when a
+	// session launches it.
+	Agents []string `json:"agents,omitempty"`
 }
 
 // Directory is a registered directory.

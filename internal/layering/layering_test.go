@@ -261,3 +261,23 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 	}
 	return false
 }
+
+// The team worker runs agents only through the local daemon, as `reeve
+// run` does, and reaches the control plane only through the SDK: it links
+// the daemon's clients and the wire leaves, never the daemon's runtime,
+// the agents themselves, or the server's insides.
+func TestWorkerThroughDaemonAndSDK(t *testing.T) {
+	allowed := []string{module + "/worker", module + "/daemon/controlclient", module + "/daemon/wireclient", module + "/daemon/wire",
+		module + "/daemon/home", module + "/server/sdk", module + "/internal"}
+	for _, pkg := range packages(t, "worker/...") {
+		if strings.HasSuffix(pkg, "test") {
+			continue // test helpers may start a server
+		}
+		list, _ := deps(t, pkg)
+		for _, d := range list {
+			if strings.HasPrefix(d, module+"/") && !hasAnyPrefix(d, allowed) {
+				t.Errorf("%s depends on %s", pkg, d)
+			}
+		}
+	}
+}
