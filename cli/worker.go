@@ -356,6 +356,9 @@ func runWorkerRunOnce(ctx context.Context, o *workerRunOnceOptions) error {
 	res, err := worker.RunOnce(ctx, worker.Options{Server: serverClient(p.ServerURL, tok), Daemon: d, Profile: p, Logf: logf})
 	if err != nil {
 		var ae *sdk.APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
+			return exitf(ExitDenied, "the server does not know this lease token (unknown, or its lease was revoked): %s", ae.Body.Message)
+		}
 		if errors.As(err, &ae) && (ae.Body.Code == sdk.CodeLeaseNotFound || ae.Status == http.StatusNotFound) {
 			return exitf(ExitNotFound, "unknown lease token: %s", ae.Body.Message)
 		}
