@@ -296,7 +296,7 @@ func insertAudit(tx *Tx, e AuditEntry) error {
 	if err != nil {
 		return fmt.Errorf("append audit: %w", err)
 	}
-	return nil
+	return emitWebhooks(tx, e.WorkspaceID, e.Emit, e.CreatedAt)
 }
 
 // ---- users and login ----

@@ -84,7 +84,7 @@ func TestOldMigrationNamesAreRecognised(t *testing.T) {
 		t.Fatalf("version %d", s2.SchemaVersion())
 	}
 	var n int
-	if err := s2.read.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil || n != LatestSchemaVersion() {
+	if err := s2.read.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil || n != migrationCount(t) {
 		t.Fatalf("schema_migrations rows %d, %v", n, err)
 	}
 }
@@ -120,8 +120,8 @@ func TestConcurrentStartsMigrateOnce(t *testing.T) {
 	for n := range applied {
 		if n > 0 {
 			migrators++
-			if n != LatestSchemaVersion() {
-				t.Fatalf("one opener applied %d of %d migrations", n, LatestSchemaVersion())
+			if n != migrationCount(t) {
+				t.Fatalf("one opener applied %d of %d migrations", n, migrationCount(t))
 			}
 		}
 	}
@@ -134,7 +134,7 @@ func TestConcurrentStartsMigrateOnce(t *testing.T) {
 	}
 	defer db.Close()
 	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil || n != LatestSchemaVersion() {
+	if err := db.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil || n != migrationCount(t) {
 		t.Fatalf("schema_migrations rows %d, %v", n, err)
 	}
 }
@@ -167,4 +167,14 @@ func TestEmailsIgnoreCase(t *testing.T) {
 			t.Fatalf("users %d %v", n, err)
 		}
 	})
+}
+
+// migrationCount is how many migrations there are: versions are assigned
+// ahead of landing, so the numbers may have gaps.
+func migrationCount(t testing.TB) int {
+	ms, err := migrationsFor(EngineSQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ms)
 }

@@ -116,6 +116,9 @@ type AuditEntry struct {
 	Target      string
 	Detail      json.RawMessage
 	CreatedAt   time.Time
+	// Emit names the outbound webhook events the audited change causes;
+	// they enter the outbox in the same transaction (integration.go).
+	Emit []OutboundEvent
 }
 
 // ListOptions pages through a collection in sequence order.
