@@ -224,4 +224,3 @@ func (s *DB) ThrottleHit(ctx context.Context, workspaceID, source string, window
 	})
 	return hits, err
 }
-
