@@ -40,6 +40,13 @@ func testPrograms() Programs {
 			}
 			return ServerInviteResult{ID: r.Invitation.ID, Email: r.Invitation.Email, Role: r.Invitation.Role, ExpiresAt: r.Invitation.ExpiresAt, Token: r.Token, Link: r.Link}, err
 		},
+		LoginLink: func(ctx context.Context, o ServerLoginLinkRequest) (ServerLoginLinkResult, error) {
+			link, exp, err := host.LoginLink(ctx, host.LoginLinkOptions{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL, Email: o.Email, AppURL: o.AppURL, TTL: o.TTL})
+			if errors.Is(err, store.ErrNotFound) {
+				err = fmt.Errorf("%w: %w", ErrServerNotFound, err)
+			}
+			return ServerLoginLinkResult{Link: link, ExpiresAt: exp}, err
+		},
 		DefaultDataDir: host.DefaultDataDir,
 		Migrate: func(ctx context.Context, o ServerDBRequest) (ServerMigration, error) {
 			m, err := host.Migrate(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL})

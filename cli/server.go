@@ -50,6 +50,9 @@ type ServerPrograms struct {
 	DefaultDataDir  func() string
 	// Invite creates a workspace invitation on the data directory.
 	Invite func(ctx context.Context, o ServerInviteRequest) (ServerInviteResult, error)
+	// LoginLink issues a one-time login link for an existing user on the
+	// data directory; an unknown user wraps ErrServerNotFound.
+	LoginLink func(ctx context.Context, o ServerLoginLinkRequest) (ServerLoginLinkResult, error)
 	// Migrate, Export and Import work on the database directly.
 	Migrate func(ctx context.Context, o ServerDBRequest) (ServerMigration, error)
 	Export  func(ctx context.Context, o ServerDBRequest, w io.Writer) (ServerDumpSummary, error)
@@ -105,7 +108,7 @@ func newServerCmd(env *Env) *cobra.Command {
 	f.StringVar(&opts.ownerEmail, "owner-email", "owner@localhost", "email of the owner created on first start")
 	cmd.AddCommand(newGroupCmd("token", "Manage API tokens as an operator", newServerTokenCreateCmd(env)))
 	cmd.AddCommand(newServerRelayCredentialCmd(env))
-	cmd.AddCommand(newServerInviteCmd(env))
+	cmd.AddCommand(newServerInviteCmd(env), newServerLoginLinkCmd(env))
 	cmd.AddCommand(newServerMigrateCmd(env), newServerExportCmd(env), newServerImportCmd(env))
 	return cmd
 }
@@ -326,6 +329,87 @@ func runServerInvite(ctx context.Context, opts *serverInviteOptions) error {
 		return writeJSON(opts.env.Out, serverInviteInfo{ID: res.ID, Email: res.Email, Role: res.Role, ExpiresAt: res.ExpiresAt, Token: res.Token, AcceptURL: res.Link})
 	}
 	fmt.Fprintf(opts.env.Err, "invited %s as %s; the link works once, until %s\n", res.Email, res.Role, res.ExpiresAt.Format(time.RFC3339))
+	_, err = fmt.Fprintln(opts.env.Out, res.Link)
+	return err
+}
+
+// ServerLoginLinkRequest asks for a login link.
+type ServerLoginLinkRequest struct {
+	DataDir, DatabaseURL, Email, AppURL string
+	TTL                                 time.Duration
+}
+
+// ServerLoginLinkResult is an issued login link.
+type ServerLoginLinkResult struct {
+	Link      string
+	ExpiresAt time.Time
+}
+
+type serverLoginLinkOptions struct {
+	env         *Env
+	dataDir     string
+	databaseURL string
+	email       string
+	appURL      string
+	expires     time.Duration
+	json        bool
+}
+
+func newServerLoginLinkCmd(e *Env) *cobra.Command {
+	opts := &serverLoginLinkOptions{env: e}
+	cmd := &cobra.Command{
+		Use:   "login-link --email EMAIL",
+		Short: "Print a fresh one-time login link for a user",
+		Long: "Issues a one-time login link for an existing user on the data directory (with or without a running server) and prints it on stdout.\n" +
+			"The link opens the sign-in page; opening it spends nothing, the page's Sign in button does. Earlier links stay valid until used or expired.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServerLoginLink(cmd.Context(), opts) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.dataDir, "data-dir", "", "data directory (default "+serverDataDir(e)+")")
+	f.StringVar(&opts.databaseURL, "database-url", "", "database URL (overrides --data-dir)")
+	f.StringVar(&opts.email, "email", "", "email of the user (required)")
+	f.StringVar(&opts.appURL, "app-url", "http://"+defaultServerListen, "origin of the server's pages, for the link")
+	f.DurationVar(&opts.expires, "expires", 24*time.Hour, "how long the link works (at most 168h)")
+	f.BoolVar(&opts.json, "json", false, "print as JSON")
+	return cmd
+}
+
+// serverLoginLinkInfo is the --json shape of `reeve server login-link`.
+type serverLoginLinkInfo struct {
+	Email     string    `json:"email"`
+	URL       string    `json:"url"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+func runServerLoginLink(ctx context.Context, opts *serverLoginLinkOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	switch {
+	case opts.email == "":
+		return exitf(ExitUsage, "--email EMAIL is required")
+	case !strings.Contains(opts.email, "@"):
+		return exitf(ExitUsage, "--email %q is not an email address", opts.email)
+	case opts.expires < time.Minute || opts.expires > 168*time.Hour:
+		return exitf(ExitUsage, "--expires %s: want between 1m and 168h", opts.expires)
+	case !strings.HasPrefix(opts.appURL, "http://") && !strings.HasPrefix(opts.appURL, "https://"):
+		return exitf(ExitUsage, "--app-url %q: want an http:// or https:// origin", opts.appURL)
+	}
+	if opts.env.Programs.Server.LoginLink == nil {
+		return exitf(ExitFailure, "this build of reeve has no control plane")
+	}
+	res, err := opts.env.Programs.Server.LoginLink(ctx, ServerLoginLinkRequest{DataDir: opts.dataDir, DatabaseURL: opts.databaseURL, Email: opts.email, AppURL: opts.appURL, TTL: opts.expires})
+	if err != nil {
+		if errors.Is(err, ErrServerNotFound) {
+			return withExit(ExitNotFound, err)
+		}
+		return err
+	}
+	if opts.json {
+		return writeJSON(opts.env.Out, serverLoginLinkInfo{Email: opts.email, URL: res.Link, ExpiresAt: res.ExpiresAt})
+	}
+	fmt.Fprintf(opts.env.Err, "one-time login link for %s, valid until %s:\n", opts.email, res.ExpiresAt.Format(time.RFC3339))
 	_, err = fmt.Fprintln(opts.env.Out, res.Link)
 	return err
 }

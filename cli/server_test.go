@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -107,15 +109,37 @@ func TestServerFirstStartPrintsALoginLinkThatSignsIn(t *testing.T) {
 		done <- runServer(ctx, &serverOptions{env: env, listen: "127.0.0.1:0", dataDir: filepath.Join(t.TempDir(), "d"), ownerEmail: "boss@example.com", ready: func(u string) { ready <- u }})
 	}()
 	url := <-ready
-	var link string
+	var link, printed string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if m := regexp.MustCompile(`code=(rvl_[a-z0-9]+)`).FindStringSubmatch(out.String()); m != nil {
-			link = m[1]
+		if m := regexp.MustCompile(`(\S+)code=(rvl_[a-z0-9]+)`).FindStringSubmatch(out.String()); m != nil {
+			printed, link = m[0], m[2]
 			break
 		}
 	}
 	if link == "" {
 		t.Fatalf("no login link in %q", out.String())
+	}
+	// One link, and it is the sign-in page, not the API callback.
+	if printed != url+"/login?code="+link || strings.Count(out.String(), "rvl_") != 1 || !strings.Contains(out.String(), "reeve server login-link --email boss@example.com") {
+		t.Fatalf("first start printed %q", out.String())
+	}
+	// Opening it, and opening the API callback with the same code (a
+	// link scanner, a second click), spends nothing: the callback sends
+	// the browser to the sign-in page.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, u := range []string{printed, printed, url + "/api/auth/callback?code=" + link} {
+		resp, err := noFollow.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "rvs_") {
+			t.Fatalf("GET %s showed a session token", u)
+		}
+		if strings.Contains(u, "/api/auth/callback") && (resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != printed) {
+			t.Fatalf("GET callback: %d to %q, want 303 to %q", resp.StatusCode, resp.Header.Get("Location"), printed)
+		}
 	}
 	res, err := (&sdk.Client{BaseURL: url}).Login(context.Background(), link)
 	if err != nil || res.User.Email != "boss@example.com" {
@@ -235,5 +259,79 @@ func TestServerInvitePrintsALinkThatMakesAMember(t *testing.T) {
 	}
 	if c := console.String(); !strings.Contains(c, "invitation for third@example.com") || !strings.Contains(c, rest.AcceptURL) {
 		t.Fatalf("console %q lacks the link %s", c, rest.AcceptURL)
+	}
+}
+
+// An operator can always let a person back in: login-link prints a fresh
+// link for an existing user, whether or not the server runs, and the link
+// signs in once.
+func TestServerLoginLinkLetsAUserBackIn(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	run := func(args ...string) (int, string, string) {
+		env, out, errb := testEnv()
+		code := Execute(context.Background(), env, args)
+		return code, out.String(), errb.String()
+	}
+	if code, _, _ := run("server", "token", "create", "--data-dir", dir, "--user", "ann@example.com"); code != ExitOK {
+		t.Fatalf("token: exit %d", code)
+	}
+	code, out, errs := run("server", "login-link", "--data-dir", dir, "--email", "ann@example.com", "--app-url", "https://cp.example.com")
+	link := strings.TrimSpace(out)
+	if code != ExitOK || !strings.HasPrefix(link, "https://cp.example.com/login?code=rvl_") || !strings.Contains(errs, "ann@example.com") {
+		t.Fatalf("login-link: exit %d, out %q, err %q", code, out, errs)
+	}
+	code, out, _ = run("server", "login-link", "--data-dir", dir, "--email", "ann@example.com", "--json")
+	var info struct {
+		Email     string    `json:"email"`
+		URL       string    `json:"url"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil || code != ExitOK {
+		t.Fatalf("--json: exit %d %q %v", code, out, err)
+	}
+	if info.Email != "ann@example.com" || !strings.HasPrefix(info.URL, "http://127.0.0.1:8080/login?code=rvl_") || time.Until(info.ExpiresAt) < 23*time.Hour {
+		t.Fatalf("--json: %+v", info)
+	}
+
+	for _, bad := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--email", "nobody@example.com"}, ExitNotFound},
+		{[]string{}, ExitUsage},
+		{[]string{"--email", "not-an-email"}, ExitUsage},
+		{[]string{"--email", "ann@example.com", "--expires", "400h"}, ExitUsage},
+		{[]string{"--email", "ann@example.com", "--app-url", "cp.example.com"}, ExitUsage},
+	} {
+		if code, out, errs := run(append([]string{"server", "login-link", "--data-dir", dir}, bad.args...)...); code != bad.want || out != "" || errs == "" {
+			t.Fatalf("%v: exit %d (want %d), out %q, err %q", bad.args, code, bad.want, out, errs)
+		}
+	}
+
+	// Both links sign in once against a server on that directory.
+	senv, _, _ := testEnv()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- runServer(ctx, &serverOptions{env: senv, listen: "127.0.0.1:0", dataDir: dir, ready: func(u string) { ready <- u }})
+	}()
+	url := <-ready
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	}()
+	c := &sdk.Client{BaseURL: url}
+	for _, l := range []string{link, info.URL} {
+		code := l[strings.Index(l, "rvl_"):]
+		res, err := c.Login(context.Background(), code)
+		if err != nil || res.User.Email != "ann@example.com" {
+			t.Fatalf("login with %s: %+v %v", l, res, err)
+		}
+		if _, err := c.Login(context.Background(), code); !sdk.IsCode(err, sdk.CodeUnauthenticated) {
+			t.Fatalf("second use: %v", err)
+		}
 	}
 }

@@ -77,6 +77,13 @@ func ServerPrograms() cli.ServerPrograms {
 			}
 			return cli.ServerInviteResult{ID: r.Invitation.ID, Email: r.Invitation.Email, Role: r.Invitation.Role, ExpiresAt: r.Invitation.ExpiresAt, Token: r.Token, Link: r.Link}, nil
 		},
+		LoginLink: func(ctx context.Context, o cli.ServerLoginLinkRequest) (cli.ServerLoginLinkResult, error) {
+			link, exp, err := host.LoginLink(ctx, host.LoginLinkOptions{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL, Email: o.Email, AppURL: o.AppURL, TTL: o.TTL})
+			if errors.Is(err, store.ErrNotFound) {
+				err = fmt.Errorf("%w: %w", cli.ErrServerNotFound, err)
+			}
+			return cli.ServerLoginLinkResult{Link: link, ExpiresAt: exp}, err
+		},
 		DefaultDataDir: host.DefaultDataDir,
 		Migrate: func(ctx context.Context, o cli.ServerDBRequest) (cli.ServerMigration, error) {
 			m, err := host.Migrate(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL})

@@ -189,7 +189,14 @@ func TestTokensRevokeAndLogout(t *testing.T) {
 		t.Fatalf("discovery %+v %v", d, err)
 	}
 	expect(t, do(t, s, "GET", "/api/auth/login", "", nil), 200, "login start")
-	expect(t, do(t, s, "GET", "/api/auth/callback?code=rvl_nope", "", nil), 401, "bad login code")
+	// A GET of the callback never spends a code: it goes to the sign-in
+	// page. Codes are spent by POST.
+	// (The client follows the 303 to the page, which offers a button.)
+	if a := expect(t, do(t, s, "GET", "/api/auth/callback?code=rvl_nope", "", nil), 200, "callback GET"); !strings.Contains(string(a.Body), `id="signin"`) || !strings.Contains(string(a.Body), "rvl_nope") {
+		t.Fatalf("callback GET did not lead to the sign-in page: %s", a.Body)
+	}
+	expect(t, do(t, s, "POST", "/api/auth/callback", "", map[string]any{"code": "rvl_nope"}), 401, "bad login code")
+	expect(t, do(t, s, "POST", "/api/auth/callback", "", map[string]any{}), 422, "no login code")
 }
 
 func TestWorkspacesAndRoles(t *testing.T) {

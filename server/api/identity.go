@@ -34,6 +34,7 @@ func (s *Server) handlers() map[string]handlerFunc {
 		"getApiOpenapiJson":           s.openapiDoc,
 		"getApiAuthLogin":             s.login,
 		"getApiAuthCallback":          s.callback,
+		"postApiAuthCallback":         s.redeem,
 		"postApiAuthLogout":           s.logout,
 		"getApiMeApiTokens":           s.listTokens,
 		"postApiMeApiTokens":          s.createToken,
@@ -133,11 +134,49 @@ func (s *Server) login(c *call) (int, any, error) {
 	return 200, map[string]any{"data": data}, nil
 }
 
+// codeRedeemer is a login provider whose callback carries a one-time code
+// (the embedded login links). Its code is spent only by a POST: a GET of
+// the callback, which is what a person, a link scanner or a mail client
+// prefetching the link does, goes to the sign-in page instead.
+type codeRedeemer interface {
+	Redeem(ctx context.Context, code string) (int64, error)
+}
+
 func (s *Server) callback(c *call) (int, any, error) {
 	if s.opts.Login == nil {
 		return 0, nil, errorf(http.StatusNotFound, sdk.CodeNotFound, "no login provider is configured")
 	}
+	if _, ok := s.opts.Login.(codeRedeemer); ok {
+		// The code stays in the page's URL and nowhere else: no cache, no
+		// Referer.
+		h := c.w.Header()
+		h.Set("Cache-Control", "no-store")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Location", auth.SignInURL(s.opts.AppURL, c.r.URL.Query().Get("code")))
+		c.w.WriteHeader(http.StatusSeeOther)
+		return 0, nil, errHandled
+	}
 	uid, err := s.opts.Login.Finish(c.ctx(), c.r)
+	return s.signIn(c, uid, err)
+}
+
+// redeem is POST /api/auth/callback {"code"}: spend a one-time login code
+// for a session token (API clients, and the sign-in page in process).
+func (s *Server) redeem(c *call) (int, any, error) {
+	lr, ok := s.opts.Login.(codeRedeemer)
+	if !ok {
+		return 0, nil, errorf(http.StatusNotFound, sdk.CodeNotFound, "the login provider has no one-time codes; sign in through GET /api/auth/login")
+	}
+	var req sdk.LoginRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	uid, err := lr.Redeem(c.ctx(), req.Code)
+	return s.signIn(c, uid, err)
+}
+
+// signIn answers a finished login with a new session token.
+func (s *Server) signIn(c *call, uid int64, err error) (int, any, error) {
 	if errors.Is(err, auth.ErrBadLogin) {
 		return 0, nil, unauthenticated("the login code is unknown, used or expired")
 	}

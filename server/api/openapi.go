@@ -223,6 +223,10 @@ func operation(r Route, schemas schema, used map[int]bool) (schema, error) {
 	}
 	responses := schema{}
 	for _, st := range r.Success {
+		if st/100 == 3 {
+			responses[fmt.Sprint(st)] = schema{"description": http.StatusText(st) + ": see the Location header."}
+			continue
+		}
 		if st == http.StatusNoContent || r.SuccessSchema == "" {
 			responses[fmt.Sprint(st)] = schema{"description": "No content."}
 			continue

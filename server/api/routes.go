@@ -210,8 +210,11 @@ func specRoutes() []Route {
 	add(
 		placeholder("GET", "/api/auth/login", "Identity").auth(AuthPublic).scope(ScopeNone).summary("Start the user login"),
 		placeholder("GET", "/api/auth/callback", "Identity").auth(AuthPublic).scope(ScopeNone).
-			summary("Finish the login: exchange a one-time code for a bearer token").query(qStr("code", "one-time login code")).
-			success(200).resp("LoginResponse").errs(401),
+			summary("Finish the login. With one-time login links it never spends the code: it answers 303 to the sign-in page, which spends it with a POST").query(qStr("code", "one-time login code")).
+			success(http.StatusSeeOther).resp("").errs(401),
+		// The service's own: the one way a one-time code is spent.
+		typed("POST", "/api/auth/callback", "", "Identity", 200, "LoginResponse").auth(AuthPublic).scope(ScopeNone).body("LoginRequest", true).errs(401, 404).
+			summary("Exchange a one-time login code for a session bearer token (the code works once)"),
 		placeholder("POST", "/api/auth/logout", "Identity").scope(ScopeNone).summary("Revoke the presented bearer token"),
 		typed("GET", "/api/me/api-tokens", "", "Identity", 200, "ApiTokenCollectionResponse").scope(ScopeNone).summary("List the caller's personal API tokens"),
 		typed("POST", "/api/me/api-tokens", "", "Identity", 201, "ApiTokenCreatedResponse").scope(ScopeNone).body("ApiTokenCreateRequest", true).summary("Create a personal API token; the plaintext is returned once"),

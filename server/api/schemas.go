@@ -76,6 +76,8 @@ func requestSchemas() map[string]schema {
 			"expires_in_days": schema{"type": "integer", "minimum": 1, "maximum": 3650},
 		}),
 
+		"LoginRequest": object([]string{"code"}, schema{"code": described(schema{"type": "string", "minLength": 1, "maxLength": 200}, "The one-time login code (rvl_...), as in the link's code parameter.")}),
+
 		// 4.3
 		"WorkspaceCreateRequest": described(object([]string{"name"}, schema{
 			"name":        schema{"type": "string", "minLength": 1, "maxLength": 200},

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -274,21 +273,47 @@ func (h *Host) IssueLoginLink(ctx context.Context, email string) (string, error)
 	if err != nil {
 		return "", fmt.Errorf("issue login link for %s: %w", email, err)
 	}
-	link, err := h.links.Issue(ctx, u.ID)
-	if err != nil {
-		return "", err
-	}
-	return h.loginPageURL(link), nil
+	return h.links.Issue(ctx, u.ID)
 }
 
-// loginPageURL turns a callback link into the sign-in page that uses the
-// same one-time code, which is what a person opens.
-func (h *Host) loginPageURL(link string) string {
-	u, err := url.Parse(link)
+// LoginLinkOptions is an operator's request for a login link (`reeve
+// server login-link`).
+type LoginLinkOptions struct {
+	DataDir, DatabaseURL string
+	Email                string
+	// AppURL is the origin of the sign-in page; default http://DefaultListen.
+	AppURL string
+	TTL    time.Duration
+}
+
+// LoginLink issues a fresh one-time login link for an existing user on the
+// store directly, with or without a running server, so an operator can
+// always let a person back in. An unknown email wraps store.ErrNotFound.
+func LoginLink(ctx context.Context, o LoginLinkOptions) (string, time.Time, error) {
+	st, err := OpenStore(ctx, Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL})
 	if err != nil {
-		return link
+		return "", time.Time{}, err
 	}
-	return h.origin + "/login?code=" + url.QueryEscape(u.Query().Get("code"))
+	defer st.Close()
+	u, err := st.UserByEmail(ctx, o.Email)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return "", time.Time{}, fmt.Errorf("no user %s: %w", o.Email, err)
+		}
+		return "", time.Time{}, err
+	}
+	app := o.AppURL
+	if app == "" {
+		app = "http://" + DefaultListen
+	}
+	ttl := o.TTL
+	if ttl <= 0 {
+		ttl = 24 * time.Hour
+	}
+	now := time.Now()
+	p := &auth.LinkProvider{Store: st, BaseURL: app, TTL: ttl, Now: func() time.Time { return now }}
+	link, err := p.Issue(ctx, u.ID)
+	return link, now.Add(ttl).UTC(), err
 }
 
 // requestLoginLink is the sign-in page's "send me a link": the embedded
@@ -434,7 +459,7 @@ func (h *Host) Run(ctx context.Context) error {
 	}
 	if link != "" {
 		h.outMu.Lock()
-		fmt.Fprintf(h.opts.Out, "first start: created owner %s; one-time login link (valid 24h):\n%s\nor sign in on the web with the same code: %s\n", h.ownerEmail(), link, h.loginPageURL(link))
+		fmt.Fprintf(h.opts.Out, "first start: created owner %s; open this one-time login link to sign in (valid 24h; `reeve server login-link --email %s` prints a new one at any time):\n%s\n", h.ownerEmail(), h.ownerEmail(), link)
 		h.outMu.Unlock()
 	}
 	errc := make(chan error, 1)

@@ -127,10 +127,11 @@ func (c *Client) Discover(ctx context.Context) (Discovery, error) {
 	return d, err
 }
 
-// Login exchanges a one-time login code for a bearer token.
+// Login exchanges a one-time login code for a bearer token (POST: a GET
+// of the callback never spends a code).
 func (c *Client) Login(ctx context.Context, code string) (LoginResult, error) {
 	var r LoginResponse
-	_, err := c.Do(ctx, http.MethodGet, "/api/auth/callback?code="+url.QueryEscape(code), nil, &r)
+	_, err := c.Do(ctx, http.MethodPost, "/api/auth/callback", LoginRequest{Code: code}, &r)
 	return r.Data, err
 }
 

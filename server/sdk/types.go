@@ -207,6 +207,11 @@ type LoginResult struct {
 	User      User      `json:"user"`
 }
 
+// LoginRequest spends a one-time login code (POST /api/auth/callback).
+type LoginRequest struct {
+	Code string `json:"code"`
+}
+
 // LoginResponse wraps LoginResult.
 type LoginResponse struct {
 	Data LoginResult `json:"data"`
