@@ -87,6 +87,11 @@ func ResolveDirectory(asked string, workdirs []string) (string, error) {
 		}
 		return "", fmt.Errorf("%w: %s (workdirs: %s)", ErrNoDirectory, asked, strings.Join(workdirs, ", "))
 	}
+	// A name, or a repository URL whose last segment is the name; a
+	// relative path is neither (it would be relative to what?).
+	if !strings.Contains(asked, "://") && !strings.Contains(asked, ":") && strings.Contains(strings.TrimRight(asked, "/"), "/") {
+		return "", fmt.Errorf("%w: %q is a relative path; name a workdir by its absolute path or its name", ErrNoDirectory, asked)
+	}
 	name := strings.TrimSuffix(filepath.Base(strings.TrimRight(asked, "/")), ".git")
 	var found []string
 	for _, w := range workdirs {
