@@ -54,9 +54,7 @@ func objOrEmpty(b json.RawMessage) string {
 	return string(b)
 }
 
-func ms(t time.Time) int64 { return t.UnixMilli() }
-
-func fromMS(v sql.NullInt64) *time.Time {
+func nullMS(v sql.NullInt64) *time.Time {
 	if !v.Valid {
 		return nil
 	}
@@ -177,7 +175,7 @@ func scanRun(sc scanner) (WorkflowRun, error) {
 		return WorkflowRun{}, err
 	}
 	r.Tags, r.Spec, r.Outcome = parseList(tags), json.RawMessage(spec), json.RawMessage(outcome)
-	r.LeaseID, r.LeaseHash, r.LeaseExpires, r.CancelRequested = leaseID.String, leaseHash.String, fromMS(exp), cancel != 0
+	r.LeaseID, r.LeaseHash, r.LeaseExpires, r.CancelRequested = leaseID.String, leaseHash.String, nullMS(exp), cancel != 0
 	r.CreatedAt, r.UpdatedAt, r.StartedAt, r.FinishedAt = parseTS(c), parseTS(u), nullTS(started), nullTS(finished)
 	return r, nil
 }
