@@ -49,6 +49,9 @@ func (s *Server) handlers() map[string]handlerFunc {
 	for k, v := range s.typedHandlers() {
 		m[k] = v
 	}
+	for k, v := range s.moneyHandlers() {
+		m[k] = v
+	}
 	for k, v := range s.relayBusHandlers() {
 		m[k] = v
 	}

@@ -441,7 +441,11 @@ func specRoutes() []Route {
 
 	// 4.11 Runtime.
 	add(typed("POST", "/api/runtime/internal/gateway/workspaces/{workspace}/usage", "postApiRuntimeInternalGatewayWorkspacesWorkspaceUsage", "Runtime", 201, "GatewayUsageRecordResponse").
-		success(200, 201).body("GatewayUsageRecordRequest", true).errs(402).errBody(402, "GatewayUsageAdmissionDeniedResponse"))
+		success(200, 201).body("GatewayUsageRecordRequest", true).errs(402, 409).errBody(402, "GatewayUsageAdmissionDeniedResponse").
+		summary("Finalize a usage entry: admission (billing active, the period's hard cap) and the append are one step; a replayed idempotency_key answers 200 with the entry, 409 idempotency_conflict with another body"))
+	add(typed("GET", "/api/workspaces/{workspace}/gateway/ledger", "listGatewayLedger", "Billing", 200, "GatewayLedgerResponse").role("admin").
+		query(qStr("period", "only entries of this month (YYYY-MM)"), qInt("after", "entries after this seq"), qInt("limit", "1 to 500, default 100")).
+		summary("The gateway usage ledger: entries, period totals (months and days) and the budget in force; admins only"))
 	rt := "/api/runtime"
 	add(placeholder("POST", rt+"/internal/gateway/workspaces/{workspace}/provider-key-material", "Runtime"))
 	// Relay instances, not JWT holders, call presence and the bus; they

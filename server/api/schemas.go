@@ -89,7 +89,7 @@ func requestSchemas() map[string]schema {
 			"labels":               tObjArrNull(),
 			"policy_mode":          enum("open_access", "allowlist", "crypto_pairing"),
 			"notification_policy":  tObjArrNull(),
-			"budget_policy":        tObjArrNull(),
+			"budget_policy":        budgetPolicySchema(),
 			"audit_retention_days": described(schema{"type": []any{"integer", "null"}, "minimum": 1, "maximum": maxRetentionDays}, "Days audit entries are kept (1 to 36500); null keeps them forever."),
 		}),
 		"MemberUpdateRequest": described(object([]string{"role"}, schema{
@@ -449,7 +449,7 @@ func responseSchemas() map[string]schema {
 		}),
 		"WorkflowRunPreflightNotRunnableResponse": described(schema{"allOf": []any{ref("ErrorEnvelope"), ref("WorkflowRunPreflightResponse")}},
 			"WorkflowRunPreflightResponse carried inside an ErrorEnvelope: error.details lists the readiness issues too."),
-		"GatewayUsageAdmissionDeniedResponse": described(schema{"allOf": []any{ref("ErrorEnvelope"), object(nil, schema{"data": object(nil, schema{"reason": enum("billing_inactive", "hard_cap_exceeded")})})}},
+		"GatewayUsageAdmissionDeniedResponse": described(schema{"allOf": []any{ref("ErrorEnvelope"), object(nil, schema{"data": object(nil, schema{"reason": enum("billing_inactive", "hard_cap_exceeded", "budget_policy_invalid")})})}},
 			"An ErrorEnvelope with code admission_denied; nothing was written to the ledger."),
 		"PairingCodeResponse": object([]string{"data"}, schema{"data": object([]string{"code", "state", "approved", "initiator", "workspace_id", "expires_at", "approval_url", "machine", "relay_credentials"}, schema{
 			"code": tString(), "state": enum("pending", "claimed", "approved", "denied"), "expires_at": schema{"type": "string", "format": "date-time"},
@@ -475,6 +475,9 @@ func responseSchemas() map[string]schema {
 		m[k] = v
 	}
 	for k, v := range teamResourceResponseSchemas() {
+		m[k] = v
+	}
+	for k, v := range moneyResponseSchemas() {
 		m[k] = v
 	}
 	return m

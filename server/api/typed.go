@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"math/big"
 	"net/http"
 	"strings"
 	"time"
@@ -18,41 +17,40 @@ import (
 // record engine: state transitions with 404/409, idempotency, admission.
 func (s *Server) typedHandlers() map[string]handlerFunc {
 	return map[string]handlerFunc{
-		"listAgentSessions":                                     s.listAgentSessions,
-		"createAgentSession":                                    s.createAgentSession,
-		"exportAgentSessionReceipt":                             s.signedExport("receipt", false),
-		"exportAgentSessionTrace":                               s.signedExport("trace", true),
-		"exportAgentSessionComputeEvidence":                     s.computeEvidence,
-		"getAgentSessionApprovalAudit":                          s.sessionView("approval-audit"),
-		"exportAgentSessionGuardrailEvidence":                   s.sessionView("guardrail-evidence"),
-		"getAgentSessionGovernance":                             s.sessionView("governance"),
-		"exportAgentSessionSpend":                               s.sessionView("spend"),
-		"exportAgentSessionAdapterReceipts":                     s.sessionView("adapter-receipts"),
-		"exportAgentSessionMcpTools":                            s.sessionView("mcp-tools"),
-		"exportAgentSessionReadiness":                           s.sessionView("readiness"),
-		"getAgentSessionSupportDebug":                           s.supportDebug,
-		"postApiShareGroupsShareGroupMembers":                   s.addGroupMember,
-		"deleteApiShareGroupsShareGroupMembersUser":             s.removeGroupMember,
-		"shareAgentSessionAccess":                               s.shareSessionAccess,
-		"revokeAgentSessionAccess":                              s.revokeSessionAccess,
-		"requestAgentSessionAccess":                             s.requestSessionAccess,
-		"decideAgentSessionAccessRequest":                       s.decideSessionAccess,
-		"listAgentSessionEvents":                                s.sessionEvents,
-		"showAgentSessionCollaboration":                         s.sessionEvents,
-		"reconcileBillingCustomer":                              s.reconcileCustomer,
-		"createBillingPortalSession":                            s.portalSession,
-		"createProviderKey":                                     s.createProviderKey,
-		"postApiProviderKeys":                                   s.createProviderKey,
-		"rotateProviderKey":                                     s.rotateProviderKey,
-		"postApiProviderKeysProviderKeyRotate":                  s.rotateProviderKey,
-		"getResourceSupportWorkspacePosture":                    s.posture,
-		"getSupportWorkspacePosture":                            s.posture,
-		"createSupportAccessRequest":                            s.createSupportRequest,
-		"approveSupportAccessRequest":                           s.decideSupport("pending", "approved"),
-		"denySupportAccessRequest":                              s.decideSupport("pending", "denied"),
-		"revokeSupportAccessRequest":                            s.decideSupport("approved", "revoked"),
-		"preflightWorkflowRun":                                  s.preflight,
-		"postApiRuntimeInternalGatewayWorkspacesWorkspaceUsage": s.gatewayUsage,
+		"listAgentSessions":                         s.listAgentSessions,
+		"createAgentSession":                        s.createAgentSession,
+		"exportAgentSessionReceipt":                 s.signedExport("receipt", false),
+		"exportAgentSessionTrace":                   s.signedExport("trace", true),
+		"exportAgentSessionComputeEvidence":         s.computeEvidence,
+		"getAgentSessionApprovalAudit":              s.sessionView("approval-audit"),
+		"exportAgentSessionGuardrailEvidence":       s.sessionView("guardrail-evidence"),
+		"getAgentSessionGovernance":                 s.sessionView("governance"),
+		"exportAgentSessionSpend":                   s.sessionView("spend"),
+		"exportAgentSessionAdapterReceipts":         s.sessionView("adapter-receipts"),
+		"exportAgentSessionMcpTools":                s.sessionView("mcp-tools"),
+		"exportAgentSessionReadiness":               s.sessionView("readiness"),
+		"getAgentSessionSupportDebug":               s.supportDebug,
+		"postApiShareGroupsShareGroupMembers":       s.addGroupMember,
+		"deleteApiShareGroupsShareGroupMembersUser": s.removeGroupMember,
+		"shareAgentSessionAccess":                   s.shareSessionAccess,
+		"revokeAgentSessionAccess":                  s.revokeSessionAccess,
+		"requestAgentSessionAccess":                 s.requestSessionAccess,
+		"decideAgentSessionAccessRequest":           s.decideSessionAccess,
+		"listAgentSessionEvents":                    s.sessionEvents,
+		"showAgentSessionCollaboration":             s.sessionEvents,
+		"reconcileBillingCustomer":                  s.reconcileCustomer,
+		"createBillingPortalSession":                s.portalSession,
+		"createProviderKey":                         s.createProviderKey,
+		"postApiProviderKeys":                       s.createProviderKey,
+		"rotateProviderKey":                         s.rotateProviderKey,
+		"postApiProviderKeysProviderKeyRotate":      s.rotateProviderKey,
+		"getResourceSupportWorkspacePosture":        s.posture,
+		"getSupportWorkspacePosture":                s.posture,
+		"createSupportAccessRequest":                s.createSupportRequest,
+		"approveSupportAccessRequest":               s.decideSupport("pending", "approved"),
+		"denySupportAccessRequest":                  s.decideSupport("pending", "denied"),
+		"revokeSupportAccessRequest":                s.decideSupport("approved", "revoked"),
+		"preflightWorkflowRun":                      s.preflight,
 	}
 }
 
@@ -275,111 +273,4 @@ func toString(v any) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-// gatewayUsage finalizes a usage ledger entry: a repeated idempotency_key
-// replays the stored entry (200); admission is denied (402) when the
-// workspace budget policy says billing is inactive or the hard cap would be
-// exceeded, before anything is written.
-func (s *Server) gatewayUsage(c *call) (int, any, error) {
-	const coll = "gateway/usage"
-	key := c.body["idempotency_key"].(string)
-	if cur, err := s.st.RecordByKey(c.ctx(), c.ws.ID, coll, key); err == nil {
-		out, err := toSDK(cur)
-		return 200, sdk.RecordResponse{Data: out}, err
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return 0, nil, err
-	}
-	type budget struct {
-		BillingActive *bool  `json:"billing_active"`
-		HardCapUSD    string `json:"hard_cap_usd"`
-	}
-	policyOf := func(ws store.Workspace) (p budget) {
-		if len(ws.BudgetPolicy) > 0 {
-			_ = json.Unmarshal(ws.BudgetPolicy, &p) // arrays and other shapes carry no cap
-		}
-		return p
-	}
-	deny := func(reason, msg string) (int, any, error) {
-		e := errorf(http.StatusPaymentRequired, sdk.CodeAdmissionDenied, "%s", msg)
-		e.Extra = map[string]any{"data": map[string]any{"reason": reason}}
-		return 0, nil, e
-	}
-	if p := policyOf(*c.ws); p.BillingActive != nil && !*p.BillingActive {
-		return deny("billing_inactive", "workspace billing is inactive")
-	}
-	cost, _ := new(big.Rat).SetString(c.body["cost_usd"].(string))
-	errCap, errInactive := errors.New("hard cap"), errors.New("billing inactive")
-	// The policy and the sum are read in the transaction that writes the
-	// entry, so concurrent entries (on any replica, whatever its cached
-	// copy of the workspace) cannot together pass the cap.
-	check := func(v store.RecordReader) error {
-		ws, err := v.Workspace()
-		if err != nil {
-			return err
-		}
-		policy := policyOf(ws)
-		if policy.BillingActive != nil && !*policy.BillingActive {
-			return errInactive
-		}
-		capUSD, capped := new(big.Rat).SetString(policy.HardCapUSD)
-		if !capped || policy.HardCapUSD == "" {
-			return nil
-		}
-		total := new(big.Rat).Set(cost)
-		var after int64
-		for {
-			recs, err := v.Records(coll, store.ListOptions{After: after, Limit: 500})
-			if err != nil {
-				return err
-			}
-			for _, r := range recs {
-				if r.NaturalKey == key {
-					return store.ErrConflict // a concurrent request with this key won: replay it
-				}
-				var a struct {
-					Cost string `json:"cost_usd"`
-				}
-				if json.Unmarshal(r.Attributes, &a) == nil {
-					if v, ok := new(big.Rat).SetString(a.Cost); ok {
-						total.Add(total, v)
-					}
-				}
-			}
-			if len(recs) < 500 {
-				break
-			}
-			after = recs[len(recs)-1].Seq
-		}
-		if total.Cmp(capUSD) > 0 {
-			return errCap
-		}
-		return nil
-	}
-	a := map[string]any{}
-	for k, v := range c.body {
-		a[k] = v
-	}
-	a["finalized_at"], a["install_id"] = c.now(), c.p.InstallID
-	rec, err := c.createRecordChecked(coll, key, a, check)
-	switch {
-	case errors.Is(err, errCap):
-		return deny("hard_cap_exceeded", "the workspace hard cap would be exceeded")
-	case errors.Is(err, errInactive):
-		return deny("billing_inactive", "workspace billing is inactive")
-	}
-	var ae *apiError
-	if errors.As(err, &ae) && ae.Status == http.StatusConflict {
-		// A concurrent request with the same key won; replay it.
-		cur, err := s.st.RecordByKey(c.ctx(), c.ws.ID, coll, key)
-		if err != nil {
-			return 0, nil, err
-		}
-		out, err := toSDK(cur)
-		return 200, sdk.RecordResponse{Data: out}, err
-	}
-	if err != nil {
-		return 0, nil, err
-	}
-	return 201, sdk.RecordResponse{Data: rec}, nil
 }

@@ -31,7 +31,10 @@ func TestTypedRequestShapes(t *testing.T) {
 		good               string
 	}{
 		{"WorkspaceUpdateRequest enum", "PATCH", "/api/workspaces/" + ws, "", `{"policy_mode":"closed"}`, "/policy_mode", `{"policy_mode":"allowlist","description":null,"labels":null,"audit_retention_days":null}`},
-		{"WorkspaceUpdateRequest int", "PATCH", "/api/workspaces/" + ws, "", `{"audit_retention_days":"30"}`, "/audit_retention_days", `{"audit_retention_days":30,"labels":["a"],"budget_policy":{"x":1}}`},
+		{"WorkspaceUpdateRequest int", "PATCH", "/api/workspaces/" + ws, "", `{"audit_retention_days":"30"}`, "/audit_retention_days", `{"audit_retention_days":30,"labels":["a"],"budget_policy":{"hard_cap_usd":5}}`},
+		{"WorkspaceUpdateRequest budget cap", "PATCH", "/api/workspaces/" + ws, "", `{"budget_policy":{"hard_cap_usd":"-1"}}`, "/budget_policy/hard_cap_usd", `{"budget_policy":{"hard_cap_usd":"12.50","period":"daily"}}`},
+		{"WorkspaceUpdateRequest budget member", "PATCH", "/api/workspaces/" + ws, "", `{"budget_policy":{"hardcap":"5"}}`, "/budget_policy", `{"budget_policy":null}`},
+		{"WorkspaceUpdateRequest budget period", "PATCH", "/api/workspaces/" + ws, "", `{"budget_policy":{"period":"yearly"}}`, "/budget_policy/period", ""},
 		{"WorkspaceUpdateRequest labels", "PATCH", "/api/workspaces/" + ws, "", `{"labels":"red"}`, "/labels", ""},
 		{"AgentSessionCreateRequest required", "POST", "/api/resources/" + ws + "/sessions", "", `{"source_kind":"cli"}`, "/title", `{"title":"t","source_kind":"cli","summary":null,"visibility_scope":"team"}`},
 		{"AgentSessionCreateRequest enum", "POST", "/api/resources/" + ws + "/sessions", "", `{"title":"t","source_kind":"cli","visibility_scope":"public"}`, "/visibility_scope", ""},

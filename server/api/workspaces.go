@@ -131,7 +131,16 @@ func (s *Server) updateWorkspace(patch bool) handlerFunc {
 			case "notification_policy":
 				ws.NotificationPolicy = raw(v)
 			case "budget_policy":
+				// A cap that does not parse is refused, never stored as
+				// no cap (store.ParseBudgetPolicy names the field).
 				ws.BudgetPolicy = raw(v)
+				if _, err := store.ParseBudgetPolicy(ws.BudgetPolicy); err != nil {
+					var pe *store.PolicyError
+					if errors.As(err, &pe) {
+						return 0, nil, invalid(sdk.ErrorDetail{Field: "/budget_policy" + pe.Field, Message: pe.Message})
+					}
+					return 0, nil, invalid(sdk.ErrorDetail{Field: "/budget_policy", Message: err.Error()})
+				}
 			case "audit_retention_days":
 				// null clears; any other value is a whole number of days
 				// or refused — never silently erased.

@@ -212,6 +212,27 @@ type Store interface {
 	ReplaceSecret(ctx context.Context, name string, old, new []byte) (bool, error)
 	SecretNames(ctx context.Context) ([]string, error)
 
+	// Money and keys (ledger.go, money_keys.go, money_billing.go).
+	RecordUsage(ctx context.Context, e *LedgerEntry, audit AuditEntry) (replayed bool, err error)
+	LedgerEntries(ctx context.Context, workspaceID, period string, opts ListOptions) ([]LedgerEntry, error)
+	LedgerPeriods(ctx context.Context, workspaceID string) ([]LedgerPeriod, error)
+	LedgerPeriod(ctx context.Context, workspaceID, period string) (LedgerPeriod, error)
+	AdmitBudget(ctx context.Context, workspaceID string, estimate USD, now time.Time) (BudgetAdmission, error)
+	CreateProviderKey(ctx context.Context, k *ProviderKey, audit AuditEntry) error
+	ProviderKey(ctx context.Context, workspaceID, id string) (ProviderKey, error)
+	ProviderKeys(ctx context.Context, workspaceID string) ([]ProviderKey, error)
+	UpdateProviderKey(ctx context.Context, workspaceID, id string, fn func(*ProviderKey) error, audit AuditEntry) (ProviderKey, error)
+	DeleteProviderKey(ctx context.Context, workspaceID, id string, audit AuditEntry) error
+	RewrapSecrets(ctx context.Context, fn func(name string, rec []byte) ([]byte, error)) (int, error)
+	BillingAccount(ctx context.Context, workspaceID string) (BillingAccount, error)
+	BillingAccountByCustomer(ctx context.Context, provider, customerRef string) (BillingAccount, error)
+	UpdateBillingAccount(ctx context.Context, workspaceID string, fn func(*BillingAccount) error, audit AuditEntry) (BillingAccount, error)
+	UpsertInvoice(ctx context.Context, in *Invoice) error
+	Invoices(ctx context.Context, workspaceID string, limit int) ([]Invoice, error)
+	Invoice(ctx context.Context, workspaceID, id string) (Invoice, error)
+	RecordPaymentEvent(ctx context.Context, ev PaymentEvent, apply func(*Tx) error) (bool, error)
+	PaymentEventStats(ctx context.Context, provider string) (PaymentEventStats, error)
+
 	Close() error
 }
 

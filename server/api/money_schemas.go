@@ -1,0 +1,46 @@
+package api
+
+// Schemas of the ledger, provider keys and billing (server/sdk/money.go
+// and billing.go are their Go shapes).
+
+var usdPattern = schema{"type": "string", "pattern": `^[0-9]+(\.[0-9]{1,9})?$`}
+
+// budgetPolicySchema is a workspace's budget_policy: checked again by
+// store.ParseBudgetPolicy, which names the field of a 422.
+func budgetPolicySchema() schema {
+	return described(schema{"type": []any{"object", "null"}, "additionalProperties": false, "properties": schema{
+		"hard_cap_usd":     described(schema{"anyOf": []any{usdPattern, schema{"type": "number", "minimum": 0}, schema{"type": "null"}}}, "The most the gateway ledger may record in one period, in USD: a decimal string (\"25.00\") or a number; at most 9 decimal places. null or absent: no cap."),
+		"period":           described(enum("monthly", "daily"), "The cap's period (UTC calendar month or day); default monthly."),
+		"billing_active":   described(typ("boolean", "null"), "false stops all billable use (402 billing_inactive)."),
+		"warn_at_fraction": described(schema{"type": "number", "minimum": 0, "maximum": 1}, "The fraction of the cap at which the workspace is warned."),
+	}}, "Budget policy; unknown members are refused (422).")
+}
+
+func ledgerEntrySchema() schema {
+	return object([]string{"id", "seq", "workspace_id", "period", "idempotency_key", "cost_usd", "finalized_at", "replayed"}, schema{
+		"id": tString(), "seq": tInt(), "workspace_id": tString(), "period": described(tString(), "YYYY-MM"), "idempotency_key": tString(),
+		"cost_usd": usdPattern, "gateway_virtual_key_id": tString(), "run_id": tString(), "lease_id": tString(), "team_ref": tStringNull(),
+		"provider": tString(), "model": tString(), "input_tokens": tInt(), "output_tokens": tInt(), "total_tokens": tInt(),
+		"latency_ms": tIntNull(), "status": tStringNull(), "error_code": tStringNull(), "occurred_at": tStringNull(),
+		"finalized_at": schema{"type": "string", "format": "date-time"}, "recorded_by": tString(),
+		"replayed": described(typ("boolean"), "true on the 200 answer to a repeated idempotency_key"),
+	})
+}
+
+func budgetStatusSchema() schema {
+	return object([]string{"period", "spent_usd", "admitted"}, schema{
+		"period": tString(), "hard_cap_usd": typ("string", "null"), "spent_usd": tString(), "remaining_usd": typ("string", "null"),
+		"admitted": typ("boolean"), "reason": enum("billing_inactive", "hard_cap_exceeded", "budget_policy_invalid"),
+	})
+}
+
+func moneyResponseSchemas() map[string]schema {
+	return map[string]schema{
+		"GatewayUsageRecordResponse": object([]string{"data"}, schema{"data": ledgerEntrySchema()}),
+		"GatewayLedgerResponse": object([]string{"data", "meta"}, schema{"data": object([]string{"entries", "periods", "budget"}, schema{
+			"entries": arrayOf(ledgerEntrySchema()),
+			"periods": arrayOf(object([]string{"period", "kind", "total_usd", "entries"}, schema{"period": tString(), "kind": enum("monthly", "daily"), "total_usd": tString(), "entries": tInt()})),
+			"budget":  budgetStatusSchema(),
+		}), "meta": ref("ListMeta")}),
+	}
+}
