@@ -123,6 +123,15 @@ func (r *renderer) render(u wire.SessionUpdate) {
 		var d wire.Error
 		json.Unmarshal(u.Data, &d)
 		r.line("[error] %s", d.Message)
+	case wire.KindOutputLost:
+		var d wire.OutputLost
+		json.Unmarshal(u.Data, &d)
+		what := "events"
+		if d.Events > 0 {
+			what = fmt.Sprintf("%d events", d.Events)
+		}
+		r.line("[output lost] %s were not recorded (%s to %s): %s", what,
+			d.From.Local().Format("15:04:05"), d.To.Local().Format("15:04:05"), d.Reason)
 	case wire.KindHookEvent:
 		// The decisions below say what matters; the raw hook calls are in
 		// --json.

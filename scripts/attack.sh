@@ -3,7 +3,7 @@
 # size with REEVE_ATTACK=1. See docs/attacks.md.
 #
 #   scripts/attack.sh            # all of them
-#   scripts/attack.sh relay      # one group: relay, start, hook
+#   scripts/attack.sh relay      # one group: relay, start, hook, disk
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export REEVE_ATTACK=1
@@ -24,3 +24,6 @@ run relay ./daemon/relaylink 'TestOversizeClientFramesLeaveTheLinkUp'
 run start ./cmd/reeve 'TestRacingStartsRunTheWinnersSettings'
 # A hook whose stdin never ends or trickles answers within its timeout.
 run hook ./cli 'TestHookTimeoutCoversReadingStdin'
+# The daemon home on a small tmpfs filled while a session writes (root).
+run disk ./daemon/store 'TestDiskFullOnTmpfs'
+run disk ./cmd/reeve 'TestDiskFullSessionEnds'

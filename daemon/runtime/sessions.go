@@ -75,6 +75,9 @@ type ManagerOptions struct {
 	// Context resolves the context vault's working set for a session's
 	// task in its directory (context.go); nil gives agents none.
 	Context func(ctx context.Context, dir, task string) string
+	// RetryEvery is how often the record of events lost to a failing
+	// store (a full disk) is retried (lost.go); default 2 seconds.
+	RetryEvery time.Duration
 }
 
 // Manager runs sessions: it starts agent turns, persists every event before
@@ -106,6 +109,9 @@ type Manager struct {
 	// (permissions.go).
 	decided map[string]decidedUse
 
+	// lost counts the events the store could not write (lost.go).
+	lost losses
+
 	cacheMu   sync.Mutex
 	manifests map[string]wire.Manifest // decoded manifests (manifest, saveManifest)
 	closing   bool
@@ -133,6 +139,26 @@ func NewManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 		broker: hookbridge.NewBroker(hookbridge.BrokerOptions{Timeout: opts.HookTimeout}),
 		modes:  map[string]string{}, agentSessions: map[string]string{}, decided: map[string]decidedUse{}, manifests: map[string]wire.Manifest{},
 		worktrees: newWorktrees(opts),
+		lost:      losses{m: map[string]*loss{}, wake: make(chan struct{}, 1)},
+	}
+	go m.retryLost()
+	// Sessions whose end a previous worker kept (the disk was full) and the
+	// store has now written: their logs stop where the disk filled up.
+	for _, id := range opts.Store.RecoveredEnds() {
+		fmt.Fprintf(opts.Log, "worker: session %s: ended with the end a previous worker could not record\n", id)
+		if s, err := opts.Store.Session(ctx, id); err == nil {
+			now := time.Now().UTC()
+			raw, _ := json.Marshal(wire.OutputLost{From: s.EndedAt, To: now,
+				Reason: "the disk was full when the session ended; what it did after the last event above was not recorded"})
+			st, _ := json.Marshal(wire.Status{Status: string(s.Status), Reason: s.StatusReason})
+			_, err := opts.Store.AppendMany(ctx, []store.EventInput{
+				{SessionID: id, Kind: wire.KindOutputLost, Data: raw, TS: s.EndedAt},
+				{SessionID: id, Kind: wire.KindStatus, Data: st},
+			})
+			if err != nil {
+				fmt.Fprintf(opts.Log, "worker: session %s: record lost output: %v\n", id, err)
+			}
+		}
 	}
 	for _, id := range ids {
 		fmt.Fprintf(opts.Log, "worker: session %s interrupted by a previous worker's end\n", id)
@@ -346,7 +372,7 @@ func (m *Manager) startTurn(sessionID string, tp turnParams) error {
 		return sessionErr(wire.CodeLaunchFailed, "session %s: %v", sessionID, err)
 	}
 	emit := func(ev agents.Event) {
-		if err := m.appendEvent(sessionID, ev.Kind, ev.Data); err != nil {
+		if err := m.appendEvent(sessionID, ev.Kind, ev.Data); err != nil && !lostWrite(err) {
 			fmt.Fprintf(m.opts.Log, "worker: session %s: record %s event: %v\n", sessionID, ev.Kind, err)
 		}
 	}
@@ -435,11 +461,34 @@ func (m *Manager) setStatusFrom(ctx context.Context, sessionID string, from stor
 	return m.writeStatus(ctx, sessionID, status, reason)
 }
 
+// An end that cannot be recorded (the disk is full) is not left
+// half-done: the session ends as failed, saying why, and the store shows
+// that at once and writes it when it can (store.ErrEndPending); the status
+// event follows with the lost-output marker (lost.go).
 func (m *Manager) writeStatus(ctx context.Context, sessionID string, status store.Status, reason string) error {
-	if err := m.appendEvent(sessionID, wire.KindStatus, wire.Status{Status: string(status), Reason: reason}); err != nil {
-		return err
+	aerr := m.appendEvent(sessionID, wire.KindStatus, wire.Status{Status: string(status), Reason: reason})
+	if aerr != nil {
+		if !status.Terminal() || !lostWrite(aerr) {
+			return aerr
+		}
+		reason = endNotRecorded(status, reason, aerr)
+		status = store.StatusFailed
+		m.loseEnd(sessionID, wire.Status{Status: string(status), Reason: reason})
 	}
-	if _, err := m.opts.Store.UpdateSessionStatus(ctx, sessionID, status, reason); err != nil {
+	_, err := m.opts.Store.UpdateSessionStatus(ctx, sessionID, status, reason)
+	if errors.Is(err, store.ErrEndPending) && aerr == nil {
+		// The event is written but not the row: fail it all the same, so
+		// that the log and the row agree once both are written.
+		reason = endNotRecorded(status, reason, err)
+		status = store.StatusFailed
+		m.loseEnd(sessionID, wire.Status{Status: string(status), Reason: reason})
+		_, err = m.opts.Store.UpdateSessionStatus(ctx, sessionID, status, reason)
+	}
+	if errors.Is(err, store.ErrEndPending) {
+		fmt.Fprintf(m.opts.Log, "worker: session %s: its end is kept until it can be written: %v\n", sessionID, err)
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("update session status: %w", err)
 	}
 	return nil
@@ -463,7 +512,21 @@ func (m *Manager) appendEvent(sessionID, kind string, data any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s event: %w", kind, err)
 	}
-	if _, err := m.opts.Store.Append(m.ctx, sessionID, kind, raw); err != nil {
+	var lost []store.EventInput
+	var done func(bool)
+	if m.hasLoss() {
+		// The marker of what was lost goes first, in the same transaction.
+		lost, done = m.takeLoss(sessionID)
+	}
+	in := append(lost, store.EventInput{SessionID: sessionID, Kind: kind, Data: raw})
+	_, err = m.opts.Store.AppendMany(m.ctx, in)
+	if done != nil {
+		done(err == nil)
+	}
+	if err != nil {
+		if lostWrite(err) {
+			m.lose(sessionID, kind, err)
+		}
 		return fmt.Errorf("append %s event: %w", kind, err)
 	}
 	return nil

@@ -92,6 +92,9 @@ func (m *Manager) kill(sessionID string, status store.Status) error {
 	sl := m.slots[sessionID]
 	var proc agents.Process
 	switch {
+	case sl == nil && status.Active():
+		m.mu.Unlock()
+		return m.endOrphan(sessionID)
 	case sl == nil:
 		m.mu.Unlock()
 		return sessionErr(wire.CodeNotRunning, "session %s is not running (status %s)", sessionID, status)
@@ -110,4 +113,25 @@ func (m *Manager) kill(sessionID string, status store.Status) error {
 		return nil
 	}
 	return proc.Kill()
+}
+
+// endOrphan ends a session that is active by its record but has no turn
+// behind it (its end could not be recorded, or a worker lost track of it):
+// stopping it must end it rather than refuse. The slot is taken meanwhile,
+// so that no turn starts under the stop.
+func (m *Manager) endOrphan(sessionID string) error {
+	sl, err := m.reserve(sessionID, "stop")
+	if err != nil {
+		return err
+	}
+	defer m.release(sessionID, sl)
+	sess, err := m.opts.Store.Session(m.ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	if !sess.Status.Active() {
+		return sessionErr(wire.CodeNotRunning, "session %s is not running (status %s)", sessionID, sess.Status)
+	}
+	m.broker.DenyPending(sessionID, "the session was stopped")
+	return m.setStatus(m.ctx, sessionID, store.StatusKilled, "stopped by request; no agent process was running for it")
 }

@@ -243,6 +243,7 @@ func (s *Store) commitBatch(batch []*appendReq) {
 	s.app.batches.Add(1)
 	s.app.events.Add(events)
 	s.requestCheckpoint(bytes)
+	s.wakeSettler()
 }
 
 // writeBatch writes and commits one batch. Requests naming an unknown session
@@ -307,6 +308,9 @@ func (s *Store) writeBatch(batch []*appendReq) (touched map[string]struct{}, err
 		if err := flush(); err != nil {
 			return touched, err
 		}
+	}
+	if err := s.fault(); err != nil {
+		return touched, fmt.Errorf("append: commit: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return touched, fmt.Errorf("append: commit: %w", err)

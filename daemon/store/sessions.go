@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -107,14 +108,17 @@ func (s *Store) sessionFrom(ctx context.Context, db *sql.DB, id string) (Session
 	if err != nil {
 		return Session{}, fmt.Errorf("session %s: %w", id, err)
 	}
-	return sess, nil
+	return s.overlay(sess), nil
 }
 
 // ListSessions returns the sessions matching f, oldest first.
 func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]Session, error) {
 	var where []string
 	var args []any
-	if len(f.Statuses) > 0 {
+	// With ends pending, the stored status of some sessions is not theirs:
+	// filter by status after applying them.
+	filterLater := len(f.Statuses) > 0 && s.ends.n.Load() > 0
+	if len(f.Statuses) > 0 && !filterLater {
 		list, a := inList(f.Statuses)
 		where = append(where, "status IN "+list)
 		args = append(args, a...)
@@ -144,6 +148,10 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]Session, e
 		if err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}
+		sess = s.overlay(sess)
+		if filterLater && !slices.Contains(f.Statuses, sess.Status) {
+			continue
+		}
 		out = append(out, sess)
 	}
 	if err := rows.Err(); err != nil {
@@ -162,17 +170,24 @@ func (s *Store) UpdateSessionStatus(ctx context.Context, id string, status Statu
 		return Session{}, fmt.Errorf("update session %s: unknown status %q", id, status)
 	}
 	now := nanos(time.Now())
-	var err error
 	var res sql.Result
-	if status.Terminal() {
+	err := s.fault()
+	switch {
+	case err != nil: // an injected failure stands for the statement's
+	case status.Terminal():
 		res, err = s.writer.ExecContext(ctx, `UPDATE sessions SET status = ?, status_reason = ?, updated_at = ?,
 			ended_at = CASE WHEN ended_at IS NULL THEN ? ELSE ended_at END WHERE id = ?`,
 			string(status), reason, now, now, id)
-	} else {
+	default:
 		res, err = s.writer.ExecContext(ctx, `UPDATE sessions SET status = ?, status_reason = ?, updated_at = ?,
 			ended_at = NULL WHERE id = ?`, string(status), reason, now, id)
 	}
 	if err != nil {
+		if status.Terminal() && ctx.Err() == nil {
+			// The write failed for the store's own reason (a full disk):
+			// the end is kept and shown, not lost (ends.go).
+			return s.keepEnd(ctx, id, status, reason, now, err)
+		}
 		return Session{}, fmt.Errorf("update session %s: %w", id, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
@@ -180,6 +195,8 @@ func (s *Store) UpdateSessionStatus(ctx context.Context, id string, status Statu
 	} else if n == 0 {
 		return Session{}, fmt.Errorf("update session %s: %w", id, ErrNotFound)
 	}
+	// A status written supersedes one kept pending.
+	s.ends.drop(id, 0)
 	s.watchers.statusChanged(id)
 	return s.sessionFrom(ctx, s.writer, id)
 }
@@ -188,6 +205,9 @@ func (s *Store) UpdateSessionStatus(ctx context.Context, id string, status Statu
 func (s *Store) SetManifest(ctx context.Context, id string, manifest json.RawMessage) error {
 	m, err := normalizeManifest(manifest)
 	if err != nil {
+		return fmt.Errorf("set manifest of %s: %w", id, err)
+	}
+	if err := s.fault(); err != nil {
 		return fmt.Errorf("set manifest of %s: %w", id, err)
 	}
 	res, err := s.writer.ExecContext(ctx, `UPDATE sessions SET manifest = ?, updated_at = ? WHERE id = ?`,

@@ -61,6 +61,14 @@ func inList(sts []Status) (string, []any) {
 // CountActiveSessions counts sessions in an active status (starting, running,
 // waiting-permission, idle).
 func (s *Store) CountActiveSessions(ctx context.Context) (int, error) {
+	if s.ends.n.Load() > 0 {
+		// Some stored statuses are not the sessions' own (ends.go).
+		list, err := s.ListSessions(ctx, SessionFilter{Statuses: ActiveStatuses})
+		if err != nil {
+			return 0, fmt.Errorf("count active sessions: %w", err)
+		}
+		return len(list), nil
+	}
 	list, args := inList(ActiveStatuses)
 	var n int
 	if err := s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions WHERE status IN `+list, args...).Scan(&n); err != nil {

@@ -59,6 +59,10 @@ type Options struct {
 	Path string
 	// ReadConns caps the read pool; zero means 4.
 	ReadConns int
+	// WriteFault, when set, is consulted before each write of the log and
+	// of sessions; an error it returns fails that write as a full disk
+	// would. Tests use it to break writes and then let them succeed again.
+	WriteFault func() error
 }
 
 // Store is the daemon's durable store. It is safe for concurrent use.
@@ -77,6 +81,11 @@ type Store struct {
 
 	app      *appender
 	watchers watchHub
+
+	// ends holds terminal statuses that could not be written (ends.go).
+	ends       endBook
+	settleDone chan struct{}
+	writeFault func() error
 
 	// closeMu guards closed and the closing of app.ch against senders.
 	closeMu   sync.RWMutex
@@ -116,7 +125,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
 
-	s := &Store{path: opts.Path, writer: writer, app: &appender{
+	s := &Store{path: opts.Path, writer: writer, writeFault: opts.WriteFault, app: &appender{
 		ch:      make(chan *appendReq, appendQueue),
 		done:    make(chan struct{}),
 		lastSeq: make(map[string]int64),
@@ -135,11 +144,17 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open store %s: %w", opts.Path, err)
 	}
+	s.initEnds(ctx)
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	s.ckptSignal = make(chan struct{}, 1)
 	s.ckptDone = make(chan struct{})
+	s.settleDone = make(chan struct{})
 	go s.runCheckpointer(s.ckpt)
 	go s.runAppender()
+	go s.runSettler()
+	if s.ends.n.Load() > 0 {
+		s.wakeSettler()
+	}
 	return s, nil
 }
 
@@ -259,7 +274,11 @@ func (s *Store) Close() error {
 		<-s.app.done
 		s.cancel()
 		<-s.ckptDone
+		<-s.settleDone
 		var errs []error
+		if s.ends.file != nil {
+			errs = append(errs, s.ends.file.Close())
+		}
 		for _, st := range s.app.inserts {
 			errs = append(errs, st.Close())
 		}

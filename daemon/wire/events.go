@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Kinds of session-update events. The data of each kind is the payload type
 // named beside it; all fields are stable and additive.
@@ -14,6 +17,7 @@ const (
 	KindStatus         = "status"          // Status
 	KindError          = "error"           // Error
 	KindCheckpoint     = "checkpoint"      // reserved for worktree checkpoints
+	KindOutputLost     = "output-lost"     // OutputLost
 )
 
 // UserPrompt is a prompt given to the agent.
@@ -68,6 +72,20 @@ type Usage struct {
 type Status struct {
 	Status string `json:"status"`
 	Reason string `json:"reason,omitempty"`
+}
+
+// OutputLost marks where events of a session could not be recorded (the
+// disk was full): it stands in the log in their place, written once writes
+// succeed again.
+type OutputLost struct {
+	// Events counts the events lost, by kind in Kinds; 0 when only the
+	// daemon's restart says that some were (it cannot know how many).
+	Events int            `json:"events"`
+	Kinds  map[string]int `json:"kinds,omitempty"`
+	// From and To bound when they were lost.
+	From   time.Time `json:"from"`
+	To     time.Time `json:"to"`
+	Reason string    `json:"reason"`
 }
 
 // Error is a problem the agent or the daemon reported during the session.
