@@ -192,6 +192,15 @@ func (s *OpenAIServer) respond(w http.ResponseWriter, req responsesRequest, turn
 		if id == "" {
 			id = fmt.Sprintf("call_agenttest_%s_%d", tag, i)
 		}
+		if text, ok := c.Input.(string); ok {
+			// A freeform tool (Codex's apply_patch): its input is the
+			// raw text, not JSON arguments.
+			items = append(items, map[string]any{
+				"type": "custom_tool_call", "id": fmt.Sprintf("ctc_agenttest_%s_%d", tag, i), "status": "completed",
+				"call_id": id, "name": c.Name, "input": text,
+			})
+			continue
+		}
 		items = append(items, map[string]any{
 			"type": "function_call", "id": fmt.Sprintf("fc_agenttest_%s_%d", tag, i), "status": "completed",
 			"call_id": id, "name": c.Name, "arguments": string(marshalInput(c.Input)),

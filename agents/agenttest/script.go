@@ -34,13 +34,20 @@ type ToolCall struct {
 	// Name is the agent's tool name: "Bash" for Claude Code,
 	// "exec_command" for Codex.
 	Name string
-	// Input is marshalled to JSON as the call's arguments.
+	// Input is marshalled to JSON as the call's arguments; a string is
+	// a freeform tool's raw input (OpenAI's custom_tool_call).
 	Input any
 }
 
 // Bash is a Claude Code Bash tool call.
 func Bash(command string) ToolCall {
 	return ToolCall{Name: "Bash", Input: map[string]any{"command": command, "description": "Run " + command}}
+}
+
+// ApplyPatch is a Codex apply_patch call, a freeform tool whose input is
+// the patch text (a custom_tool_call in the Responses API).
+func ApplyPatch(patch string) ToolCall {
+	return ToolCall{Name: "apply_patch", Input: patch}
 }
 
 // ExecCommand is a Codex exec_command tool call.

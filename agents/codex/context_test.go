@@ -1,35 +1,43 @@
 package codex
 
 import (
-	"slices"
+	"strings"
 	"testing"
 
 	"reeve.dev/reeve/agents"
+	"reeve.dev/reeve/agents/agenttest"
 )
 
-// A turn's context reaches Codex as developer instructions, quoted as a
-// TOML string whatever it holds.
-func TestArgsCarryContext(t *testing.T) {
-	ctx := "# Team context\n\nquote \" and backslash \\ and 'single'\n"
-	args := Args(agents.Turn{Prompt: "p", Context: ctx})
-	i := slices.Index(args, "-c")
-	for i >= 0 && i+1 < len(args) && args[i+1] != "developer_instructions="+tomlString(ctx) {
-		j := slices.Index(args[i+1:], "-c")
-		if j < 0 {
-			i = -1
-			break
+// A turn's context reaches the model as Codex's developer instructions,
+// whatever it holds, and never as a command-line flag.
+func TestContextReachesTheModel(t *testing.T) {
+	exe := agenttest.Codex(t)
+	srv := agenttest.NewOpenAIServer(t, agenttest.OpenAIOptions{Turns: []agenttest.Turn{{Text: "ok"}}})
+	home := agenttest.CodexHome(t, agenttest.CodexHomeOptions{BaseURL: srv.URL})
+	ctx := "# Team context\n\nquote \" and backslash \\ and 'single' ctx-marker-42\n"
+	turn := agents.Turn{Prompt: "p", Context: ctx, Dir: t.TempDir(), StateDir: t.TempDir(), Env: agenttest.CodexEnv(home, t.TempDir())}
+	for _, a := range Args(turn) {
+		if strings.Contains(a, "ctx-marker-42") {
+			t.Fatalf("the context is on the command line: %q", a)
 		}
-		i += j + 1
 	}
-	if i < 0 {
-		t.Fatalf("no developer_instructions in %q", args)
+	_, res := runTurn(t, adapterFor(exe), turn)
+	if res.Err != nil {
+		t.Fatalf("result %+v", res)
 	}
-	if slices.Index(args, "--") < i {
-		t.Fatal("the override comes after --")
+	main := srv.MainRequests()
+	if len(main) == 0 {
+		t.Fatal("no model request")
 	}
-	for _, a := range Args(agents.Turn{Prompt: "p"}) {
-		if len(a) > 23 && a[:23] == "developer_instructions=" {
-			t.Fatal("an empty context was passed")
-		}
+	in, err := agenttest.ResponsesInput(main[0].Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, it := range in {
+		found = found || (it.Role == "developer" && strings.Contains(string(it.Content), "ctx-marker-42") && strings.Contains(string(it.Content), `backslash \\ and 'single'`))
+	}
+	if !found {
+		t.Fatalf("no developer message with the context (%d input items)", len(in))
 	}
 }

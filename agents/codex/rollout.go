@@ -7,15 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"reeve.dev/reeve/agents"
 	"reeve.dev/reeve/daemon/wire"
 )
 
-// Calls that never ran leave nothing in `codex exec --json`: a command its
-// PreToolUse hook blocked, or one Codex refused itself (an escalation under
-// approval policy never), prints no item at all. Codex's rollout file has
+// Calls that never ran leave no item in app-server's notifications: a
+// command its PreToolUse hook blocked, or a call Codex refused before it
+// made an item (a tool invoked with a payload it cannot read). Codex's rollout file has
 // every call the model made (function_call, with its call_id, which is
 // also the tool_use_id its hooks see) and what the model was told
 // (function_call_output), and an item event for each call that ran. At the
@@ -56,7 +55,10 @@ const hookBlocked = "blocked by PreToolUse hook"
 // reportUnrun emits a tool-call and an error tool-result for each call of
 // this turn that did not run, and for those Codex refused itself (no hook
 // involved) a permission-decision by the agent.
-func (m *mapper) reportUnrun() {
+// A call with no output either is reported only when the turn completed
+// (every call of it has finished): Codex dropped it, as it does a tool
+// invoked with a payload it cannot read.
+func (m *mapper) reportUnrun(completed bool) {
 	path := rolloutPath(m.home, m.threadID)
 	if path == "" {
 		return
@@ -113,16 +115,24 @@ func (m *mapper) reportUnrun() {
 			ran[p.Item.ID] = true
 		}
 	}
+	m.mu.Lock()
+	for id := range m.seen {
+		ran[id] = true
+	}
+	m.mu.Unlock()
 	for _, c := range calls {
 		out, answered := outputs[c.id]
-		if !itemTools[c.name] || ran[c.id] || !answered {
+		if !itemTools[c.name] || ran[c.id] || (!answered && !completed) {
 			continue
+		}
+		if !answered {
+			out = "codex did not run this call and reported no output for it"
 		}
 		m.emit(agents.Event{Kind: wire.KindToolCall, Data: wire.ToolCall{ID: c.id, Name: c.name, Input: c.input}})
 		m.emit(agents.Event{Kind: wire.KindToolResult, Data: wire.ToolResult{ID: c.id, Output: out, IsError: true}})
 		if !strings.Contains(out, hookBlocked) {
 			m.emit(agents.Event{Kind: wire.KindPermissionDecision, Data: wire.PermissionDecision{
-				Tool: c.name, ToolUseID: c.id, Decision: "deny", DecidedBy: "agent", Reason: out, Channel: "codex", At: time.Now().UTC(),
+				Tool: c.name, ToolUseID: c.id, Decision: "deny", DecidedBy: "agent", Reason: out, Channel: "codex", At: now(),
 			}})
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"reeve.dev/reeve/agents"
@@ -84,15 +83,29 @@ func TestCodexUsageIsPerTurnAcrossResume(t *testing.T) {
 	}
 }
 
-// A resumed turn whose thread's earlier total cannot be read reports no
-// usage rather than the thread's whole total, and says why.
-func TestCodexUsageUnknownBase(t *testing.T) {
+// The usage of a turn is the thread's final total less its total before
+// the turn, which the first token-usage notification gives (its total less
+// its last call), whatever earlier turns used.
+func TestUsageFromNotifications(t *testing.T) {
 	var rec recorder
-	m := &mapper{emit: rec.Emit}
-	m.base, m.baseErr = threadTotals(t.TempDir(), "no-such-thread")
-	m.line([]byte(`{"type":"turn.completed","usage":{"input_tokens":9000,"output_tokens":90}}`))
-	errs := rec.Of(wire.KindError)
-	if len(rec.Of(wire.KindUsage)) != 0 || len(errs) != 1 || !strings.Contains(errs[0].(wire.Error).Message, "usage is unknown") {
+	m := newMapper(rec.Emit, "gpt-x", "", "")
+	for _, l := range []string{
+		`{"method":"thread/tokenUsage/updated","params":{"turnId":"T0","tokenUsage":{"total":{"inputTokens":9000,"outputTokens":90,"cachedInputTokens":5},"last":{"inputTokens":9000,"outputTokens":90,"cachedInputTokens":5}}}}`,
+		`{"method":"turn/started","params":{"turn":{"id":"T1"}}}`,
+		`{"method":"thread/tokenUsage/updated","params":{"turnId":"T1","tokenUsage":{"total":{"inputTokens":9100,"outputTokens":91,"cachedInputTokens":5},"last":{"inputTokens":100,"outputTokens":1,"cachedInputTokens":0}}}}`,
+		`{"method":"thread/tokenUsage/updated","params":{"turnId":"T1","tokenUsage":{"total":{"inputTokens":9300,"outputTokens":94,"cachedInputTokens":7},"last":{"inputTokens":200,"outputTokens":3,"cachedInputTokens":2}}}}`,
+		`{"method":"turn/completed","params":{"turn":{"status":"completed"}}}`,
+	} {
+		m.notify([]byte(l))
+	}
+	us := rec.Of(wire.KindUsage)
+	if len(us) != 1 {
 		t.Fatalf("events %v", rec.Events())
+	}
+	if u := us[0].(wire.Usage); u.InputTokens != 300 || u.OutputTokens != 4 || u.CacheReadTokens != 2 || u.Model != "gpt-x" {
+		t.Fatalf("usage %+v", u)
+	}
+	if !m.completed || m.failure != nil {
+		t.Fatalf("state %+v", m)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -186,7 +187,57 @@ func (m *Manager) rememberDecided(sessionID string, q toolQuery, d hookbridge.De
 			break
 		}
 	}
-	m.decided[decidedKey(sessionID, q.ToolUseID)] = decidedUse{tool: q.Tool, input: compactJSON(q.Input), d: d}
+	m.decided[decidedKey(sessionID, q.ToolUseID)] = decidedUse{tool: q.Tool, input: compactJSON(q.Input), files: patchTargets(q), d: d}
+}
+
+// patchTargets is the set of files a patch of the tool use touches, as
+// absolute paths (relative ones are under its cwd); nil when it is no
+// patch. Codex's hook sees apply_patch's own text while its approval
+// request names the files it will change, so the two layers' inputs
+// differ in form; the same call id with the same files is the same use.
+func patchTargets(q toolQuery) map[string]bool {
+	command, paths := whatIsDecided(q.Input)
+	if command != "" || len(paths) == 0 || !patch.IsEnvelope(patchText(q.Input)) {
+		return nil
+	}
+	out := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		if !filepath.IsAbs(p) {
+			if q.Cwd == "" {
+				return nil
+			}
+			p = filepath.Join(q.Cwd, p)
+		}
+		out[filepath.Clean(p)] = true
+	}
+	return out
+}
+
+// patchText is the apply_patch envelope of a tool input, "" when none.
+func patchText(input json.RawMessage) string {
+	var in map[string]json.RawMessage
+	if json.Unmarshal(input, &in) != nil {
+		return ""
+	}
+	for _, key := range []string{"input", "patch", "command"} {
+		var s string
+		if json.Unmarshal(in[key], &s) == nil && patch.IsEnvelope(s) {
+			return s
+		}
+	}
+	return ""
+}
+
+func sameFiles(a, b map[string]bool) bool {
+	if len(a) == 0 || len(a) != len(b) {
+		return false
+	}
+	for p := range a {
+		if !b[p] {
+			return false
+		}
+	}
+	return true
 }
 
 // takeDecided returns (and forgets) the hook's decision of the same tool
@@ -204,7 +255,7 @@ func (m *Manager) takeDecided(sessionID string, q toolQuery) (hookbridge.Decisio
 		return hookbridge.Decision{}, false
 	}
 	delete(m.decided, k)
-	if du.tool != q.Tool || du.input != compactJSON(q.Input) {
+	if du.tool != q.Tool || (du.input != compactJSON(q.Input) && !sameFiles(du.files, patchTargets(q))) {
 		return hookbridge.Decision{}, false
 	}
 	return du.d, true
@@ -224,6 +275,7 @@ func (m *Manager) forgetDecided(sessionID string) {
 
 type decidedUse struct {
 	tool, input string
+	files       map[string]bool // a patch's files (patchTargets)
 	d           hookbridge.Decision
 }
 
