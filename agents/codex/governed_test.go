@@ -184,4 +184,3 @@ esac
 	}
 	t.Logf("seq: %d bytes in the event, evidence %q (%d bytes)", len(seq.Output), seq.Evidence, seq.EvidenceBytes)
 }
-
