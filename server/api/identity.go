@@ -61,6 +61,9 @@ func (s *Server) handlers() map[string]handlerFunc {
 	for k, v := range s.contextVaultHandlers() {
 		m[k] = v
 	}
+	for k, v := range s.integrationHandlers() {
+		m[k] = v
+	}
 	return m
 }
 

@@ -500,11 +500,7 @@ func specRoutes() []Route {
 	)
 
 	// 4.12 Other groups.
-	iw := "/api/integration-webhooks"
-	add(many("Integration Webhooks", "GET,POST", iw)...)
-	add(placeholder("DELETE", iw+"/{endpoint}", "Integration Webhooks"), placeholder("GET", iw+"/{endpoint}/deliveries", "Integration Webhooks"))
-	add(many("Integration Webhooks", "POST", prefixed(iw+"/{endpoint}", "/provider-webhook-registration", "/repair-route-version", "/rotate-secret", "/test-delivery")...)...)
-	add(placeholder("GET", iw+"/providers", "Integration Webhooks"))
+	add(integrationWebhookRoutes()...) // integration_webhooks.go
 
 	// Context sources and vaults (docs/context-vault.md).
 	for _, g := range []struct{ tag, base, item, noun string }{
@@ -548,11 +544,7 @@ func specRoutes() []Route {
 	add(many("MCP", "GET,POST", "/api/mcp/servers")...)
 	add(placeholder("POST", "/api/mcp/servers/{mcpServer}/policies", "MCP"), placeholder("POST", "/api/mcp/tool-calls", "MCP"))
 
-	ie := "/api/integration-events"
-	add(many("Integration Events", "GET,POST", ie)...)
-	add(placeholder("GET", ie+"/{integrationEvent}", "Integration Events"),
-		placeholder("GET", ie+"/{integrationEvent}/audit-packet", "Integration Events"),
-		placeholder("POST", ie+"/{integrationEvent}/retry-routing", "Integration Events"))
+	add(integrationEventRoutes()...) // integration_events.go
 
 	rp := "/api/review-packets"
 	add(many("Review Packets", "GET,POST", rp)...)
@@ -560,7 +552,8 @@ func specRoutes() []Route {
 		placeholder("PATCH", rp+"/{reviewPacket}/decision", "Review Packets"),
 		placeholder("GET", rp+"/{reviewPacket}/export", "Review Packets"))
 
-	add(many("Webhooks", "POST", prefixed("/api/webhooks", "/code-host/events", "/chat/events", "/tracker/events", "/payments-thin/events", "/payments/events")...)...)
+	add(ingestRoutes()...) // webhook_ingest.go
+	add(many("Webhooks", "POST", "/api/webhooks/payments/events")...)
 	add(teamResourceRoutes()...) // the service's own (teamresources.go)
 	return t
 }

@@ -305,6 +305,12 @@ func requestSchemas() map[string]schema {
 	for k, v := range teamResourceRequestSchemas() {
 		m[k] = v
 	}
+	for k, v := range integrationRequestSchemas() {
+		m[k] = v
+	}
+	for k, v := range integrationEventRequestSchemas() {
+		m[k] = v
+	}
 	// A typed body names all its fields: an unknown one is refused (422),
 	// so nothing — a secret least of all — is stored unseen. Placeholder
 	// bodies (spec 4.0) stay open, and so do the items nested in bodies

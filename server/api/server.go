@@ -20,6 +20,7 @@ import (
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/secrets"
 	"reeve.dev/reeve/server/store"
+	"reeve.dev/reeve/server/webhooks"
 )
 
 // DefaultMaxBodyBytes is the request body limit: 1 MiB. Larger bodies get
@@ -76,6 +77,14 @@ type Options struct {
 	Invitations func(InvitationNotice)
 	// Version is reported by /api/health.
 	Version string
+	// Webhooks configures the outbound webhook dispatcher (Store, Secrets
+	// and Logger are filled in); run it with Dispatcher().Run.
+	Webhooks webhooks.Options
+	// WebhookRate is the inbound deliveries per minute allowed per
+	// workspace and source; default DefaultWebhookRate.
+	WebhookRate int
+	// QueueRun queues the workflow run of a routed integration event.
+	QueueRun RunQueuer
 }
 
 // Server is the control-plane HTTP handler.
@@ -93,6 +102,7 @@ type Server struct {
 	log      *slog.Logger
 	wsMu     sync.Mutex
 	wsCache  map[string]wsEntry
+	hooks    *webhooks.Dispatcher
 }
 
 // New builds the server and its route table.
@@ -141,6 +151,11 @@ func New(opts Options) (*Server, error) {
 		pairs:    newPairGuard(),
 		wsCache:  map[string]wsEntry{},
 	}
+	hooks, err := s.newDispatcher()
+	if err != nil {
+		return nil, err
+	}
+	s.hooks = hooks
 	val, err := newValidator()
 	if err != nil {
 		return nil, err

@@ -27,6 +27,7 @@ import (
 	"reeve.dev/reeve/server/secrets"
 	"reeve.dev/reeve/server/store"
 	"reeve.dev/reeve/server/web"
+	"reeve.dev/reeve/server/webhooks"
 )
 
 // DefaultListen is the listen address of `reeve server`.
@@ -66,6 +67,10 @@ type Options struct {
 	NoRelay bool
 	// Relay tunes the embedded relay (Control and Logger are set here).
 	Relay relay.Options
+	// Webhooks tunes the outbound webhook dispatcher (targets, retries);
+	// WebhookRate the inbound deliveries per minute per workspace and source.
+	Webhooks    webhooks.Options
+	WebhookRate int
 }
 
 // Host is a listening control-plane server.
@@ -228,7 +233,8 @@ func (h *Host) assemble(ctx context.Context) error {
 		Signer: signer, Secrets: h.ring, Login: h.links, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL,
 		Pages: pages, Logger: o.Logger, Version: version.Version,
 		Invitations: h.announceInvitation,
-		Evidence:    &auth.EvidenceSigner{Store: h.evidenceKeys()},
+		Webhooks:    o.Webhooks, WebhookRate: o.WebhookRate,
+		Evidence: &auth.EvidenceSigner{Store: h.evidenceKeys()},
 	})
 	if err != nil {
 		return err
@@ -465,6 +471,10 @@ func (h *Host) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- h.srv.Serve(h.ln) }()
 	go h.pruneLoop(ctx)
+	// Deliveries in flight finish (each bounded) before Run returns, so
+	// Close does not pull the store from under them.
+	dispatched := make(chan struct{})
+	go func() { h.api.Dispatcher().Run(ctx); close(dispatched) }()
 	if h.relay != nil {
 		go h.relay.Run(ctx)
 		// Hijacked WebSockets are not the HTTP server's to drain.
@@ -483,6 +493,7 @@ func (h *Host) Run(ctx context.Context) error {
 	if err := h.srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
+	<-dispatched
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"reeve.dev/reeve/server/host"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/store"
+	"reeve.dev/reeve/server/webhooks"
 )
 
 // Server is a running test server.
@@ -34,6 +35,9 @@ type Options struct {
 	DatabaseURL  string
 	MaxBodyBytes int64
 	CacheTTL     time.Duration
+	// Webhooks and WebhookRate are passed to the host (integration tests).
+	Webhooks    webhooks.Options
+	WebhookRate int
 }
 
 // Start runs a server until the test ends.
@@ -43,7 +47,7 @@ func Start(t testing.TB, o Options) *Server {
 	if dir == "" {
 		dir = filepath.Join(t.TempDir(), "data")
 	}
-	h, err := host.New(context.Background(), host.Options{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: o.DatabaseURL, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL})
+	h, err := host.New(context.Background(), host.Options{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: o.DatabaseURL, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL, Webhooks: o.Webhooks, WebhookRate: o.WebhookRate})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}

@@ -50,12 +50,13 @@ func insertWebhook(tx *Tx, workspaceID, endpointID string, ev OutboundEvent, now
 
 // endpointSubscription is what the fan-out reads of an endpoint record.
 type endpointSubscription struct {
-	Events   []string `json:"events"`
-	Disabled bool     `json:"disabled"`
+	Direction string   `json:"direction"`
+	Events    []string `json:"events"`
+	Disabled  bool     `json:"disabled"`
 }
 
 func (e endpointSubscription) wants(kind string) bool {
-	return !e.Disabled && (slices.Contains(e.Events, "*") || slices.Contains(e.Events, kind))
+	return !e.Disabled && e.Direction != "inbound" && (slices.Contains(e.Events, "*") || slices.Contains(e.Events, kind))
 }
 
 // emitWebhooks writes, inside tx, one message per endpoint of the
