@@ -459,7 +459,17 @@ func (m *Manager) bindAgentSession(ctx context.Context, sessionID, agentSession 
 	m.agentSessions[sessionID] = agentSession
 	m.mu.Unlock()
 	if bound == "" {
-		return m.updateManifest(ctx, sessionID, func(mf *wire.Manifest) { mf.AgentSessionID = agentSession })
+		return m.updateManifest(ctx, sessionID, func(mf *wire.Manifest) {
+			mf.AgentSessionID = agentSession
+			// The structured agents (Claude Code, Codex, Gemini CLI) all
+			// resume by their own session id. Kept now rather than only
+			// when the turn ends, so that a session whose worker died
+			// mid-turn (kill -9) can still be continued: its next turn
+			// resumes the agent's session through a new channel.
+			if mf.Resumable && mf.ResumeToken == "" {
+				mf.ResumeToken = agentSession
+			}
+		})
 	}
 	return nil
 }
