@@ -224,6 +224,8 @@ func (h *Host) assemble(ctx context.Context) error {
 		API:              http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.ServeHTTP(w, r) }),
 		RequestLoginLink: h.requestLoginLink,
 		Logger:           o.Logger,
+		Online:           func(ws, install string) bool { return a != nil && a.Online(ws, install) },
+		RelayURL:         o.RelayURL,
 	})
 	if err != nil {
 		return err

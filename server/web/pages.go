@@ -9,14 +9,6 @@ import (
 	"reeve.dev/reeve/server/sdk"
 )
 
-func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
-	if h.session(r) == "" {
-		http.Redirect(w, r, "/login", http.StatusSeeOther)
-		return
-	}
-	http.Redirect(w, r, "/pair", http.StatusSeeOther)
-}
-
 // ---- /login ----
 
 // loginCSRFToken returns the pre-sign-in double-submit token, setting its

@@ -54,6 +54,12 @@ type Options struct {
 	RequestLoginLink func(ctx context.Context, email string) error
 	Logger           *slog.Logger
 	Now              func() time.Time
+	// Online reports whether a machine (an install) is connected to the
+	// relay; the home page shows machines online or offline with it.
+	Online func(workspace, install string) bool
+	// RelayURL is where page scripts reach the relay when it is not this
+	// origin (it joins the CSP's connect-src).
+	RelayURL string
 }
 
 // Handler serves the pages.
@@ -62,6 +68,7 @@ type Handler struct {
 	tmpl  *template.Template
 	mux   *http.ServeMux
 	links *limiter
+	csp   string
 }
 
 // New parses the embedded templates.
@@ -80,7 +87,14 @@ func New(opts Options) (*Handler, error) {
 		return nil, fmt.Errorf("web: parse templates: %w", err)
 	}
 	h := &Handler{opts: opts, tmpl: t, mux: http.NewServeMux(), links: newLimiter(5, time.Minute)}
-	h.mux.HandleFunc("GET /{$}", h.home)
+	// Scripts and styles only from this origin, never inline; the page's
+	// script talks to this origin and the relay, nothing else.
+	h.csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src " + connectSrc(opts.RelayURL) +
+		"; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+	h.mux.HandleFunc("GET /{$}", h.homePage)
+	h.mux.HandleFunc("GET /w/{workspace}/m/{install}", h.machinePage)
+	h.mux.HandleFunc("GET /w/{workspace}/m/{install}/s/{session}", h.sessionPage)
+	h.mux.HandleFunc("POST /app/relay-token", h.relayTokenJSON)
 	h.mux.HandleFunc("GET /login", h.loginPage)
 	h.mux.HandleFunc("POST /login", h.loginSubmit)
 	h.mux.HandleFunc("POST /logout", h.logout)
@@ -99,7 +113,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// other sites (same-origin: no-referrer would make browsers send
 	// "Origin: null" on our own forms) and out of caches, and keep the
 	// pages out of frames.
-	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("Content-Security-Policy", h.csp)
 	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("X-Content-Type-Options", "nosniff")

@@ -1,0 +1,477 @@
+// The steering pages' script: a machine page (its sessions, launch) and a
+// session page (live events, permission requests, controls, worktree).
+// Everything it says to the daemon travels end to end encrypted
+// (remote.js); the server only hands it a relay token.
+
+import { Remote } from "./remote.js";
+import { fingerprint, normFingerprint, b64decode } from "./e2e.js";
+
+const $ = (sel) => document.querySelector(sel);
+const app = $("#app");
+const cfg = app ? app.dataset : {};
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function showError(msg) {
+  const e = $("#app-error");
+  if (!e) return;
+  e.textContent = msg || "";
+  e.hidden = !msg;
+}
+
+// What a failure means for a person, by kind.
+function explain(err) {
+  switch (err && err.kind) {
+    case "anchor": return "This machine did not prove it holds its trust anchor " + cfg.fingerprint + ". Nothing was sent to it. If the machine was re-installed, pair it again; otherwise someone may be in the middle.";
+    case "fingerprint": return err.message + ". Nothing was sent to it.";
+    case "refused": return err.message + ". Unlock it on the machine with `reeve pair unlock`, or pair it with --auto-unlock.";
+    case "auth": return err.message + ".";
+    case "tampered": return "A message from the machine failed its integrity check (" + err.message + "). The channel was closed; a new one is being opened.";
+    case "replay": return "A message from the machine arrived out of order or twice (" + err.message + "). The channel was closed; a new one is being opened.";
+    case "unsupported": return err.message;
+  }
+  return err ? err.message : "";
+}
+
+function setConn(s) {
+  const c = $("#conn");
+  if (!c) return;
+  c.dataset.state = s.state;
+  c.textContent = s.state === "connected" ? "connected · end-to-end encrypted" : s.message;
+  if (s.state === "connected") showError("");
+  else if (s.error) showError(explain(s.error) + (s.state === "reconnecting" ? " Reconnecting…" : ""));
+  if (s.error && s.error.kind === "auth") {
+    const a = el("a", "", "Sign in again");
+    a.href = "/login?next=" + encodeURIComponent(location.pathname);
+    $("#app-error").append(" ", a);
+  }
+}
+
+// checkAnchor refuses to start when the anchor the server gave does not
+// have the fingerprint shown on the page.
+async function checkAnchor() {
+  const fp = await fingerprint(b64decode(cfg.anchor));
+  if (normFingerprint(fp) !== normFingerprint(cfg.fingerprint)) {
+    throw Object.assign(new Error("the machine's anchor key " + fp + " does not match its fingerprint " + cfg.fingerprint), { kind: "fingerprint" });
+  }
+}
+
+function newRemote(extra) {
+  return new Remote(Object.assign({
+    workspace: cfg.workspace, target: cfg.install, anchor: cfg.anchor, fingerprint: cfg.fingerprint, relayURL: cfg.relay,
+    onState: setConn,
+  }, extra));
+}
+
+// ---- notifications of pending permission requests ----
+
+const notices = new Map(); // request id -> {node, notification}
+
+function notify(req, sessionURL) {
+  if (notices.has(req.id)) return;
+  const box = $("#notify");
+  const n = { node: null, notification: null };
+  const text = "Permission wanted: " + req.tool + " (" + (req.agent || "agent") + ")";
+  if (window.Notification && Notification.permission === "granted") {
+    try { n.notification = new Notification("reeve", { body: text, tag: req.id }); } catch { /* not allowed here */ }
+  }
+  if (box) {
+    n.node = el("a", "notice-item", text);
+    n.node.href = sessionURL;
+    n.node.dataset.request = req.id;
+    box.append(n.node);
+  }
+  notices.set(req.id, n);
+}
+
+function clearNotice(id) {
+  const n = notices.get(id);
+  if (!n) return;
+  if (n.node) n.node.remove();
+  if (n.notification) n.notification.close();
+  notices.delete(id);
+}
+
+function askNotificationPermission() {
+  if (!window.Notification || Notification.permission !== "default") return;
+  const box = $("#notify");
+  if (!box || $("#notify-enable")) return;
+  const b = el("button", "link", "Enable notifications");
+  b.id = "notify-enable";
+  b.type = "button";
+  b.onclick = () => Notification.requestPermission().finally(() => b.remove());
+  box.append(b);
+}
+
+// ---- rendering events ----
+
+// ANSI SGR to spans; other escape sequences are dropped.
+const SGR_FG = { 30: "k", 31: "r", 32: "g", 33: "y", 34: "b", 35: "m", 36: "c", 37: "w", 90: "K", 91: "R", 92: "G", 93: "Y", 94: "B", 95: "M", 96: "C", 97: "W" };
+class Ansi {
+  constructor() { this.fg = ""; this.bold = false; }
+  render(text, into) {
+    const re = /\x1b\[([0-9;]*)([A-Za-z])|\x1b[()][A-Za-z0-9]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\r(?!\n)/g;
+    let last = 0, m;
+    while ((m = re.exec(text))) {
+      this.emit(text.slice(last, m.index), into);
+      last = re.lastIndex;
+      if (m[2] === "m") {
+        for (const c of (m[1] || "0").split(";").map(Number)) {
+          if (c === 0) { this.fg = ""; this.bold = false; }
+          else if (c === 1) this.bold = true;
+          else if (c === 22) this.bold = false;
+          else if (c === 39) this.fg = "";
+          else if (SGR_FG[c]) this.fg = SGR_FG[c];
+        }
+      }
+    }
+    this.emit(text.slice(last), into);
+  }
+  emit(s, into) {
+    if (!s) return;
+    if (!this.fg && !this.bold) { into.append(s); return; }
+    const span = el("span", (this.fg ? "a-" + this.fg : "") + (this.bold ? " a-bold" : ""), s);
+    into.append(span);
+  }
+}
+
+function short(v, n) {
+  const s = typeof v === "string" ? v : JSON.stringify(v);
+  return s && s.length > n ? s.slice(0, n) + "…" : s || "";
+}
+
+function toolInput(input) {
+  if (!input) return "";
+  if (typeof input === "object" && input.command) return input.command;
+  if (typeof input === "object" && input.file_path) return input.file_path;
+  return short(input, 400);
+}
+
+// Log keeps every event's data and at most `windowSize` rows in the
+// document: long sessions stay light (the rest are a click away).
+class Log {
+  constructor(node, earlier) {
+    this.node = node;
+    this.earlier = earlier;
+    this.events = [];
+    this.first = 0; // index of the first rendered event
+    this.windowSize = 500;
+    this.ansi = new Ansi();
+    this.lat = [];
+    earlier.onclick = () => this.showEarlier();
+  }
+
+  add(u) {
+    this.events.push({ seq: u.seq, kind: u.kind, ts: u.ts, data: u.data });
+    const atBottom = this.node.scrollHeight - this.node.scrollTop - this.node.clientHeight < 40;
+    this.node.append(this.row(u));
+    this.node.dataset.lastSeq = u.seq;
+    const rendered = this.events.length - this.first;
+    if (rendered > this.windowSize + 100) {
+      const drop = rendered - this.windowSize;
+      for (let i = 0; i < drop; i++) this.node.firstElementChild.remove();
+      this.first += drop;
+    }
+    this.earlier.hidden = this.first === 0;
+    if (atBottom) this.node.scrollTop = this.node.scrollHeight;
+    if (u.ts) {
+      const t = Date.parse(u.ts);
+      if (!Number.isNaN(t)) {
+        this.lat.push(Date.now() - t);
+        if (this.lat.length > 20000) this.lat.splice(0, 10000);
+      }
+    }
+  }
+
+  showEarlier() {
+    const from = Math.max(0, this.first - this.windowSize);
+    const frag = document.createDocumentFragment();
+    const ansi = new Ansi();
+    for (let i = from; i < this.first; i++) frag.append(this.row(this.events[i], ansi));
+    this.node.prepend(frag);
+    this.first = from;
+    this.earlier.hidden = this.first === 0;
+  }
+
+  row(u, ansi) {
+    const d = u.data || {};
+    const r = el("div", "ev k-" + u.kind);
+    r.dataset.seq = u.seq;
+    const body = el("div", "ev-body");
+    switch (u.kind) {
+      case "user-prompt":
+        r.append(el("span", "who", "you"));
+        body.textContent = d.text || "";
+        break;
+      case "agent-message":
+        r.append(el("span", "who", "agent"));
+        body.textContent = d.text || "";
+        break;
+      case "tool-call":
+        r.append(el("span", "who", "tool"));
+        body.append(el("strong", "", d.name || "tool"), " ", el("code", "", toolInput(d.input)));
+        break;
+      case "tool-result": {
+        r.append(el("span", "who", d.is_error ? "error" : "result"));
+        const pre = el("pre", d.is_error ? "out bad" : "out");
+        pre.textContent = short(d.output, 20000);
+        body.append(pre);
+        break;
+      }
+      case "terminal-output": {
+        const pre = el("pre", "term");
+        (ansi || this.ansi).render(d.text !== undefined ? d.text : (d.base64 ? atob(d.base64) : ""), pre);
+        body.append(pre);
+        break;
+      }
+      case "status":
+        body.textContent = "status: " + d.status + (d.reason ? " (" + d.reason + ")" : "");
+        r.classList.add("meta");
+        break;
+      case "permission-request":
+        r.append(el("span", "who", "asks"));
+        body.textContent = "permission for " + d.tool + ": " + toolInput(d.input) + (d.reason ? " — " + d.reason : "");
+        break;
+      case "permission-decision":
+        r.append(el("span", "who", d.decision));
+        body.textContent = d.tool + " " + (d.decision === "allow" ? "allowed" : "denied") + " by " + d.decided_by + (d.reason ? ": " + d.reason : "");
+        break;
+      case "usage":
+        body.textContent = "usage: " + (d.input_tokens || 0) + " in, " + (d.output_tokens || 0) + " out" + (d.cost_usd ? ", $" + Number(d.cost_usd).toFixed(4) : "");
+        r.classList.add("meta");
+        break;
+      case "error":
+        r.append(el("span", "who", "error"));
+        body.textContent = d.message || "";
+        r.classList.add("bad");
+        break;
+      case "mode":
+        body.textContent = "mode: " + d.mode + (d.by ? " (by " + d.by + ")" : "");
+        r.classList.add("meta");
+        break;
+      case "hook-event":
+        body.textContent = "hook " + (d.event || "") + (d.tool ? " " + d.tool : "");
+        r.classList.add("meta", "hook");
+        break;
+      case "checkpoint":
+        body.textContent = "checkpoint " + (d.sha || "").slice(0, 10) + " (" + d.action + ")";
+        r.classList.add("meta");
+        break;
+      case "worktree":
+        body.textContent = "worktree " + d.action + (d.sha ? " " + d.sha.slice(0, 10) : "") + (d.note ? ": " + d.note : "");
+        r.classList.add("meta");
+        break;
+      default:
+        body.textContent = u.kind + " " + short(d, 200);
+        r.classList.add("meta");
+    }
+    r.append(body);
+    return r;
+  }
+}
+
+// ---- the session page ----
+
+async function sessionPage() {
+  const sid = cfg.session;
+  const log = new Log($("#log"), $("#earlier"));
+  const pending = new Map();
+  const sessionURL = location.pathname;
+  const remote = newRemote({
+    onFrame: (f) => {
+      if (f.type === "hook-permission-request" && f.request && f.request.session_id === sid) addPending(f.request);
+      if (f.type === "hook-permission-resolved" && f.decision) removePending(f.decision.request_id);
+    },
+  });
+  window.reeve = { remote, log, pending };
+
+  function addPending(req) {
+    if (pending.has(req.id)) return;
+    const card = el("div", "perm");
+    card.dataset.request = req.id;
+    card.append(el("p", "", req.tool + ": "), el("pre", "out", toolInput(req.input)));
+    if (req.reason) card.append(el("p", "muted", req.reason));
+    const reason = el("input");
+    reason.placeholder = "Reason (the agent is told)";
+    reason.className = "reason";
+    const remember = el("input");
+    remember.type = "checkbox";
+    remember.className = "remember";
+    const rl = el("label", "inline");
+    rl.append(remember, " remember for this session");
+    const allow = el("button", "primary allow", "Allow");
+    const deny = el("button", "danger deny", "Deny");
+    const out = el("p", "error decide-error");
+    out.setAttribute("role", "alert");
+    const decide = async (decision) => {
+      allow.disabled = deny.disabled = true;
+      out.textContent = "";
+      try {
+        await remote.request("respond-permission", { request_id: req.id, decision, reason: reason.value, remember: remember.checked });
+        removePending(req.id);
+      } catch (e) {
+        if (e.code === "already_decided" || e.code === "unknown_request") {
+          removePending(req.id);
+          return;
+        }
+        out.textContent = "The machine refused this decision: " + e.message;
+        allow.disabled = deny.disabled = false;
+      }
+    };
+    allow.onclick = () => decide("allow");
+    deny.onclick = () => decide("deny");
+    card.append(reason, rl, el("div", "row buttons"), out);
+    card.querySelector(".buttons").append(allow, deny);
+    $("#pending-list").append(card);
+    $("#pending").hidden = false;
+    pending.set(req.id, card);
+    notify(req, sessionURL);
+  }
+
+  function removePending(id) {
+    const card = pending.get(id);
+    if (card) card.remove();
+    pending.delete(id);
+    $("#pending").hidden = pending.size === 0;
+    clearNotice(id);
+  }
+
+  const onUpdate = (u) => {
+    log.add(u);
+    const d = u.data || {};
+    if (u.kind === "status") $("#status").textContent = d.status;
+    if (u.kind === "permission-request") addPending(d);
+    if (u.kind === "permission-decision") removePending(d.request_id);
+    if (u.kind === "mode") $("#mode").value = d.mode;
+  };
+  const onEnded = (f) => {
+    $("#status").textContent = f.status + (f.reason ? " (" + f.reason + ")" : "");
+    $("#status").dataset.ended = "true";
+  };
+  remote.follow(sid, 0, onUpdate, onEnded, (e) => showError(explain(e)));
+
+  $("#prompt-form").onsubmit = async (ev) => {
+    ev.preventDefault();
+    const text = $("#prompt").value.trim();
+    if (!text) return;
+    $("#send").disabled = true;
+    try {
+      await remote.request("prompt", { session_id: sid, text });
+      $("#prompt").value = "";
+      showError("");
+      // An ended session starts a new turn: follow it again.
+      if (!remote.subs.has(sid)) remote.follow(sid, log.events.length ? log.events[log.events.length - 1].seq : 0, onUpdate, onEnded);
+    } catch (e) {
+      showError("The prompt was not sent: " + e.message);
+    } finally {
+      $("#send").disabled = false;
+    }
+  };
+  $("#stop").onclick = async () => {
+    if (!confirm("Stop this session? The agent's current turn is killed.")) return;
+    try { await remote.request("kill", { session_id: sid }); } catch (e) { showError("Stop refused: " + e.message); }
+  };
+  $("#mode").onchange = async (ev) => {
+    const mode = ev.target.value;
+    if (mode === "bypass" && !confirm("Bypass mode lets the agent use tools without asking (the policy's denials still apply). Switch?")) return;
+    try { await remote.request("set-mode", { session_id: sid, mode }); } catch (e) { showError("Mode refused: " + e.message); }
+  };
+  worktree(remote, sid);
+  askNotificationPermission();
+  try { await checkAnchor(); } catch (e) { setConn({ state: "failed", message: e.message, error: e }); return; }
+  remote.start();
+}
+
+function worktree(remote, sid) {
+  const out = $("#wt-out");
+  const fail = (what) => (e) => { out.replaceChildren(el("p", "error", what + " refused: " + e.message)); };
+  $("#wt-diff").onclick = () => remote.request("worktree-diff", { session_id: sid }).then((d) => {
+    const pre = el("pre", "diff");
+    for (const line of (d.patch || "").split("\n")) {
+      const cls = line.startsWith("+") && !line.startsWith("+++") ? "add" : line.startsWith("-") && !line.startsWith("---") ? "del" : line.startsWith("@@") ? "hunk" : "";
+      pre.append(el("span", cls, line + "\n"));
+    }
+    out.replaceChildren(el("p", "muted", d.files_changed + " files, +" + d.insertions + " −" + d.deletions + (d.uncommitted ? " (with uncommitted changes)" : "")), pre);
+  }, fail("Diff"));
+  $("#wt-summary").onclick = () => remote.request("worktree-summary", { session_id: sid }).then((s) => {
+    const ul = el("ul", "checkpoints");
+    for (const c of (s.checkpoints || []).slice().reverse()) {
+      const li = el("li", "", "");
+      li.append(el("code", "", c.sha.slice(0, 10)), " " + (c.subject || c.action) + " ");
+      const rb = el("button", "danger", "Roll back here");
+      rb.onclick = () => {
+        if (!confirm("Roll the worktree back to " + c.sha.slice(0, 10) + "? Uncommitted work is saved as a checkpoint first.")) return;
+        remote.request("rollback", { session_id: sid, sha: c.sha }).then((r) => out.prepend(el("p", "notice", "Rolled back to " + r.to.slice(0, 10) + ".")), fail("Rollback"));
+      };
+      const rt = el("button", "", "Retry from here");
+      rt.onclick = () => {
+        if (!confirm("Start a new session from " + c.sha.slice(0, 10) + "?")) return;
+        remote.request("branch-retry", { session_id: sid, sha: c.sha }).then((r) => { location.href = "/w/" + cfg.workspace + "/m/" + cfg.install + "/s/" + r.session.id; }, fail("Retry"));
+      };
+      li.append(rb, " ", rt);
+      ul.append(li);
+    }
+    out.replaceChildren(el("p", "muted", (s.checkpoints || []).length + " checkpoints on " + s.branch), ul);
+  }, fail("Checkpoints"));
+  $("#wt-squash").onclick = () => {
+    const msg = prompt("Squash the session's work into one commit on " + "its base branch. Commit message:", "");
+    if (msg === null) return;
+    remote.request("squash-merge", { session_id: sid, message: msg }).then((r) => out.replaceChildren(el("p", "notice", "Merged as " + r.commit.slice(0, 10) + " on " + r.base_branch + ".")), fail("Squash"));
+  };
+}
+
+// ---- the machine page ----
+
+async function machinePage() {
+  const list = $("#sessions");
+  const base = "/w/" + cfg.workspace + "/m/" + cfg.install + "/s/";
+  const render = (sessions) => {
+    list.replaceChildren();
+    if (!sessions.length) list.append(el("li", "muted", "No sessions on this machine yet."));
+    for (const s of sessions.slice().reverse()) {
+      const li = el("li", "card session");
+      li.dataset.session = s.id;
+      li.dataset.status = s.status;
+      const a = el("a", "title", short(s.prompt || s.id, 80));
+      a.href = base + s.id;
+      li.append(a, el("span", "status s-" + s.status, s.status), el("span", "muted", s.agent + " in " + (s.directory || "")));
+      list.append(li);
+    }
+  };
+  const refresh = () => remote.request("list", { scope: "ALL" }).then((r) => render(r.sessions || []), (e) => showError("The sessions could not be listed: " + e.message));
+  const remote = newRemote({
+    onConnected: refresh,
+    onFrame: (f) => {
+      if (f.type === "session-started") refresh();
+      if (f.type === "hook-permission-request" && f.request) notify(f.request, base + f.request.session_id);
+      if (f.type === "hook-permission-resolved" && f.decision) clearNotice(f.decision.request_id);
+    },
+  });
+  window.reeve = { remote };
+  $("#launch").onsubmit = async (ev) => {
+    ev.preventDefault();
+    const f = ev.target;
+    $("#launch-go").disabled = true;
+    try {
+      const req = { directory: f.directory.value.trim(), prompt: f.prompt.value, mode: f.mode.value };
+      if (f.agent.value.trim()) req.agent = f.agent.value.trim();
+      const si = await remote.request("launch", req);
+      location.href = base + si.id;
+    } catch (e) {
+      showError("The machine did not launch the session: " + e.message);
+    } finally {
+      $("#launch-go").disabled = false;
+    }
+  };
+  askNotificationPermission();
+  try { await checkAnchor(); } catch (e) { setConn({ state: "failed", message: e.message, error: e }); return; }
+  remote.start();
+}
+
+if (cfg.page === "session") sessionPage();
+else if (cfg.page === "machine") machinePage();
