@@ -193,7 +193,6 @@ func Location(t testing.TB, ctx context.Context) string {
 // CSS selects by CSS selector.
 func CSS(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 
-
 // ArtifactDir is where screenshots go: $REEVE_ARTIFACTS, else .artifacts
 // at the module root (gitignored).
 func ArtifactDir(t testing.TB) string {
