@@ -184,3 +184,44 @@ esac
 	}
 	t.Logf("seq: %d bytes in the event, evidence %q (%d bytes)", len(seq.Output), seq.Evidence, seq.EvidenceBytes)
 }
+
+// An approval reeve never answers never runs: the turn is killed while
+// its decision is pending, and the command does not run, then or later.
+func TestCodexUnansweredApprovalNeverRuns(t *testing.T) {
+	exe := agenttest.Codex(t)
+	srv := agenttest.NewOpenAIServer(t, agenttest.OpenAIOptions{Turns: []agenttest.Turn{
+		{Text: "trying", Calls: []agenttest.ToolCall{agenttest.ExecCommand("touch never.txt")}},
+		{Text: "done"},
+	}})
+	home := agenttest.CodexHome(t, agenttest.CodexHomeOptions{BaseURL: srv.URL})
+	dir := t.TempDir()
+	asked := make(chan agents.ToolUse, 1)
+	block := func(ctx context.Context, u agents.ToolUse) agents.Verdict {
+		asked <- u
+		<-ctx.Done()
+		return agents.Verdict{Allow: true} // too late: the channel withdrew it
+	}
+	var rec recorder
+	p, err := adapterFor(exe).StartTurn(testContext(t), agents.Turn{Prompt: "go", Dir: dir, StateDir: t.TempDir(),
+		Env:  agenttest.CodexEnv(home, t.TempDir()),
+		Hook: &agents.Hook{Command: func(string) string { return "true" }, Timeout: time.Minute, Decide: block}}, rec.Emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-asked:
+	case <-time.After(90 * time.Second):
+		p.Kill()
+		t.Fatal("codex never asked")
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if res := waitTurn(t, p, 30*time.Second); res.Err == nil {
+		t.Fatalf("a killed turn succeeded: %+v", res)
+	}
+	time.Sleep(2 * time.Second)
+	if _, err := os.Stat(filepath.Join(dir, "never.txt")); err == nil {
+		t.Fatal("the unanswered command ran")
+	}
+}
