@@ -45,6 +45,8 @@ func (s *Server) authenticate(c *call) error {
 		p, err = s.relayServicePrincipal(c, tok)
 	case AuthRelay:
 		p, err = s.relayPrincipal(c, tok)
+	case AuthRunner:
+		p, err = s.runnerPrincipal(c, tok)
 	}
 	if err != nil {
 		return err
@@ -166,7 +168,7 @@ func (s *Server) scope(c *call) error {
 		id = c.r.Header.Get(WorkspaceHeader)
 		if id == "" {
 			switch c.p.Kind {
-			case auth.KindDaemon, auth.KindRelay:
+			case auth.KindDaemon, auth.KindRelay, auth.KindRunner:
 				id = c.p.Workspace
 			case auth.KindUser:
 				def, err := s.defaultWorkspace(c)
@@ -194,7 +196,7 @@ func (s *Server) scope(c *call) error {
 			return err
 		}
 		c.role = role
-	case auth.KindDaemon, auth.KindRelay:
+	case auth.KindDaemon, auth.KindRelay, auth.KindRunner:
 		if c.p.Workspace != ws.ID {
 			return forbidden("this credential belongs to another workspace")
 		}

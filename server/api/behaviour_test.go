@@ -45,27 +45,25 @@ func TestPlaceholderRoundTrip(t *testing.T) {
 	if dataOf(a)["attributes"].(map[string]any)["decision"] != "accept" {
 		t.Fatalf("decision: %s", a.Body)
 	}
-	expect(t, do(t, s, "PATCH", "/api/workflow-runs/x", u.Token, `{"a":1}`), 404, "patch missing")
-	cs, _ := u.Client.CreateRecord(ctx, "/api/workflow-runs", map[string]any{"name": "docs", "tags": map[string]any{"a": 1, "b": 2}})
-	a = expect(t, do(t, s, "PATCH", "/api/workflow-runs/"+cs.ID, u.Token, `{"name":"handbook","tags":{"a":null,"c":3}}`), 200, "merge")
-	attrs := dataOf(a)["attributes"].(map[string]any)
-	if attrs["name"] != "handbook" || attrs["tags"].(map[string]any)["b"] == nil || attrs["tags"].(map[string]any)["a"] != nil || attrs["tags"].(map[string]any)["c"] == nil {
-		t.Fatalf("merge result %v", attrs)
-	}
-	a = expect(t, do(t, s, "POST", "/api/workflow-runs/"+cs.ID+"/cancel", u.Token, `{"ref":"main"}`), 200, "action")
-	if at := dataOf(a)["attributes"].(map[string]any); at["action"] != "cancel" || at["target"] != "workflow-runs/"+cs.ID {
+	// An action under a record of the engine is an audited action record.
+	srv, _ := u.Client.CreateRecord(ctx, "/api/mcp/servers", map[string]any{"name": "docs"})
+	a = expect(t, do(t, s, "POST", "/api/mcp/servers/"+srv.ID+"/policies", u.Token, `{"ref":"main"}`), 200, "action")
+	if at := dataOf(a)["attributes"].(map[string]any); at["action"] != "policies" || at["target"] != "mcp/servers/"+srv.ID {
 		t.Fatalf("action record %s", a.Body)
 	}
-	expect(t, do(t, s, "POST", "/api/workflow-runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel", u.Token, `{}`), 404, "action on a missing parent")
+	expect(t, do(t, s, "POST", "/api/mcp/servers/01ARZ3NDEKTSV4RRFFQ69G5FAV/policies", u.Token, `{}`), 404, "action on a missing parent")
 	audit := expect(t, do(t, s, "GET", "/api/workspaces/"+u.Workspace+"/audit", u.Token, nil), 200, "audit")
-	if !strings.Contains(string(audit.Body), `"action.cancel"`) || !strings.Contains(string(audit.Body), `"record.merge"`) {
+	if !strings.Contains(string(audit.Body), `"action.policies"`) {
 		t.Fatalf("audit lacks the action: %s", audit.Body)
 	}
 	// DELETE answers the deleted record; then it is gone.
-	expect(t, do(t, s, "DELETE", "/api/managed-executors/x", u.Token, nil), 404, "delete missing")
-	me, _ := u.Client.CreateRecord(ctx, "/api/managed-executors", map[string]any{"name": "runner"})
-	expect(t, do(t, s, "DELETE", "/api/managed-executors/"+me.ID, u.Token, nil), 200, "delete")
-	expect(t, do(t, s, "DELETE", "/api/managed-executors/"+me.ID, u.Token, nil), 404, "delete twice")
+	expect(t, do(t, s, "DELETE", "/api/provider-keys/x", u.Token, nil), 404, "delete missing")
+	pk, err := u.Client.CreateRecord(ctx, "/api/provider-keys", map[string]any{"provider": "other", "mode": "managed_byok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, do(t, s, "DELETE", "/api/provider-keys/"+pk.ID, u.Token, nil), 200, "delete")
+	expect(t, do(t, s, "DELETE", "/api/provider-keys/"+pk.ID, u.Token, nil), 404, "delete twice")
 	// The alias reaches the same collection.
 	ins := expect(t, do(t, s, "POST", "/api/workspaces/"+u.Workspace+"/sync-sources", u.Token, `{"url":"git"}`), 201, "create via workspaces")
 	id := dataOf(ins)["id"].(string)
@@ -77,7 +75,7 @@ func TestDataSurvivesRestart(t *testing.T) {
 	s := servertest.Start(t, servertest.Options{DataDir: dir})
 	u := s.NewUser("keep@example.com")
 	ctx := context.Background()
-	rec, err := u.Client.CreateRecord(ctx, "/api/workflow-runs", map[string]any{"n": 1})
+	rec, err := u.Client.CreateRecord(ctx, "/api/review-packets", map[string]any{"n": 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +87,7 @@ func TestDataSurvivesRestart(t *testing.T) {
 
 	s2 := servertest.Start(t, servertest.Options{DataDir: dir})
 	c := s2.Client(u.Token)
-	got, err := c.GetRecord(ctx, "/api/workflow-runs/"+rec.ID)
+	got, err := c.GetRecord(ctx, "/api/review-packets/"+rec.ID)
 	if err != nil || got.Attributes["n"] == nil {
 		t.Fatalf("after restart: %+v %v", got, err)
 	}

@@ -64,6 +64,9 @@ func (s *Server) handlers() map[string]handlerFunc {
 	for k, v := range s.integrationHandlers() {
 		m[k] = v
 	}
+	for k, v := range s.workflowHandlers() {
+		m[k] = v
+	}
 	return m
 }
 

@@ -87,6 +87,8 @@ func securityOf(a AuthKind) []any {
 		return []any{schema{"relayJwt": []any{}}}
 	case AuthRelayService:
 		return []any{schema{"relayService": []any{}}}
+	case AuthRunner:
+		return []any{schema{"runnerCredential": []any{}}}
 	}
 	return []any{}
 }
@@ -142,10 +144,11 @@ func Document(routes []Route) ([]byte, error) {
 			"schemas":   schemas,
 			"responses": errorResponses(usedErrors),
 			"securitySchemes": schema{
-				"userToken":    schema{"type": "http", "scheme": "bearer", "description": "Login session token (rvs_) or personal API token (rvp_)."},
-				"installToken": schema{"type": "http", "scheme": "bearer", "description": "Per-install issue token (rvi_) obtained at pairing."},
-				"relayJwt":     schema{"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "Relay JWT from POST /api/runtime/relay-token."},
-				"relayService": schema{"type": "http", "scheme": "bearer", "description": "Relay service credential (rvr_) of a relay instance: `reeve server relay-credential`."},
+				"userToken":        schema{"type": "http", "scheme": "bearer", "description": "Login session token (rvs_) or personal API token (rvp_)."},
+				"installToken":     schema{"type": "http", "scheme": "bearer", "description": "Per-install issue token (rvi_) obtained at pairing."},
+				"relayJwt":         schema{"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "Relay JWT from POST /api/runtime/relay-token."},
+				"relayService":     schema{"type": "http", "scheme": "bearer", "description": "Relay service credential (rvr_) of a relay instance: `reeve server relay-credential`."},
+				"runnerCredential": schema{"type": "http", "scheme": "bearer", "description": "A managed executor's runner credential (rwc_), or the token of one lease (rwl_) on that lease's routes."},
 			},
 		},
 	}
@@ -245,7 +248,7 @@ func operation(r Route, schemas schema, used map[int]bool) (schema, error) {
 			errs = append(errs, 422)
 		}
 	}
-	if r.Auth == AuthUser || r.Auth == AuthDaemon || r.Auth == AuthRelay || r.Auth == AuthRelayService {
+	if r.Auth == AuthUser || r.Auth == AuthDaemon || r.Auth == AuthRelay || r.Auth == AuthRelayService || r.Auth == AuthRunner {
 		errs = append(errs, 401, 403)
 	}
 	if r.Scope == ScopePath || r.Scope == ScopeCaller || len(pathParams(r.Path)) > 0 {

@@ -19,6 +19,9 @@ const (
 	// instance presents on the presence and bus routes.
 	AuthRelayService AuthKind = "relay-service"
 	AuthWebhook      AuthKind = "webhook" // public ingestion; verification scheme not shown in the spec
+	// AuthRunner is a team worker's runner credential (rwc_) or lease
+	// token (rwl_) on /api/runtime/worker/* (docs/workers.md).
+	AuthRunner AuthKind = "runner"
 )
 
 // Scope says where the workspace of a request comes from.
@@ -119,6 +122,8 @@ func defaultAuth(path string) AuthKind {
 		return AuthWebhook
 	case strings.HasPrefix(path, "/api/runtime/internal/relay/"):
 		return AuthRelay
+	case strings.HasPrefix(path, "/api/runtime/worker/"):
+		return AuthRunner
 	case strings.HasPrefix(path, "/api/runtime/"):
 		return AuthDaemon
 	default:
@@ -555,6 +560,8 @@ func specRoutes() []Route {
 	add(ingestRoutes()...) // webhook_ingest.go
 	add(many("Webhooks", "POST", "/api/webhooks/payments/events")...)
 	add(teamResourceRoutes()...) // the service's own (teamresources.go)
+	add(workerRoutes()...)       // the service's own (leases.go)
+	tuneWorkflowRoutes(t)        // bodies and answers of the workflow-run and executor rows (workflows.go)
 	return t
 }
 

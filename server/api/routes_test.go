@@ -157,8 +157,12 @@ func TestAuthMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := map[api.AuthKind]string{api.AuthUser: "rvp_notarealtoken", api.AuthDaemon: "rvi_notarealtoken", api.AuthRelay: "eyJhbGciOiJIUzI1NiJ9.e30.bm9wZQ", api.AuthRelayService: "rvr_notarealcredential"}
-	stranger := map[api.AuthKind]string{api.AuthUser: b.Token, api.AuthDaemon: bInstall.IssueToken, api.AuthRelay: bRelay.Token}
+	bExec, err := b.Client.CreateManagedExecutor(ctx, b.Workspace, sdk.ManagedExecutorCreateRequest{Name: "b-runner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := map[api.AuthKind]string{api.AuthUser: "rvp_notarealtoken", api.AuthDaemon: "rvi_notarealtoken", api.AuthRelay: "eyJhbGciOiJIUzI1NiJ9.e30.bm9wZQ", api.AuthRelayService: "rvr_notarealcredential", api.AuthRunner: "rwc_notarealcredential"}
+	stranger := map[api.AuthKind]string{api.AuthUser: b.Token, api.AuthDaemon: bInstall.IssueToken, api.AuthRelay: bRelay.Token, api.AuthRunner: bExec.Credential}
 	// Routes about the caller alone, where "another workspace" does not
 	// apply. Listed so the set cannot grow unnoticed.
 	self := map[string]bool{

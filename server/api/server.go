@@ -85,6 +85,9 @@ type Options struct {
 	WebhookRate int
 	// QueueRun queues the workflow run of a routed integration event.
 	QueueRun RunQueuer
+	// LeaseTTL is how long a worker's lease lives without a heartbeat
+	// (docs/workers.md); default DefaultLeaseTTL.
+	LeaseTTL time.Duration
 }
 
 // Server is the control-plane HTTP handler.
@@ -103,6 +106,7 @@ type Server struct {
 	wsMu     sync.Mutex
 	wsCache  map[string]wsEntry
 	hooks    *webhooks.Dispatcher
+	work     *workHub // wakes waiting lease claimers (leases.go)
 }
 
 // New builds the server and its route table.
@@ -156,6 +160,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.hooks = hooks
+	s.work = newWorkHub(s)
 	val, err := newValidator()
 	if err != nil {
 		return nil, err

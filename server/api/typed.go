@@ -50,7 +50,6 @@ func (s *Server) typedHandlers() map[string]handlerFunc {
 		"approveSupportAccessRequest":               s.decideSupport("pending", "approved"),
 		"denySupportAccessRequest":                  s.decideSupport("pending", "denied"),
 		"revokeSupportAccessRequest":                s.decideSupport("approved", "revoked"),
-		"preflightWorkflowRun":                      s.preflight,
 	}
 }
 
@@ -227,41 +226,6 @@ func (s *Server) decideSupport(from, to string) handlerFunc {
 		out, err := toSDK(rec)
 		return 200, sdk.RecordResponse{Data: out}, err
 	}
-}
-
-// preflight checks a first-run request without creating a run: it needs a
-// workflow (an id or a YAML snapshot), and a referenced managed executor
-// must exist in the workspace.
-func (s *Server) preflight(c *call) (int, any, error) {
-	type issue struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Field   string `json:"field,omitempty"`
-	}
-	issues := []issue{}
-	has := func(k string) bool { v, ok := c.body[k]; return ok && v != nil && v != "" }
-	if !has("workflow_definition_id") && !has("workflow_version_id") && !has("yaml_snapshot") {
-		issues = append(issues, issue{Code: "workflow_missing", Message: "name a workflow_definition_id, a workflow_version_id or give a yaml_snapshot", Field: "/workflow_definition_id"})
-	}
-	if has("managed_executor_id") {
-		id := toString(c.body["managed_executor_id"])
-		if _, err := s.st.Record(c.ctx(), c.ws.ID, "managed-executors", id); errors.Is(err, store.ErrNotFound) {
-			issues = append(issues, issue{Code: "managed_executor_unknown", Message: "no managed executor " + id, Field: "/managed_executor_id"})
-		} else if err != nil {
-			return 0, nil, err
-		}
-	}
-	result := map[string]any{"runnable": len(issues) == 0, "issues": issues}
-	if len(issues) > 0 {
-		e := invalid()
-		e.Message = "the run is not runnable"
-		for _, i := range issues {
-			e.Details = append(e.Details, sdk.ErrorDetail{Field: i.Field, Message: i.Message})
-		}
-		e.Extra = map[string]any{"data": result}
-		return 0, nil, e
-	}
-	return 200, map[string]any{"data": result}, nil
 }
 
 func toString(v any) string {

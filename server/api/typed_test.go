@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"reeve.dev/reeve/server/api"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/servertest"
 )
@@ -132,10 +133,18 @@ func TestBillingSupportGatewayPreflight(t *testing.T) {
 	// Preflight: 422 with the readiness issues inside an ErrorEnvelope.
 	pf := "/api/resources/" + ws + "/workflow-runs/preflight"
 	bad := expect(t, do(t, s, "POST", pf, u.Token, `{"managed_executor_id":"ghost"}`), 422, "not runnable")
-	if res, _ := bad.JSON["data"].(map[string]any); res == nil || res["runnable"] != false || len(res["issues"].([]any)) != 2 {
+	res, _ := bad.JSON["data"].(map[string]any)
+	if res == nil || res["runnable"] != false || bad.errCode() != sdk.CodeNotRunnable {
 		t.Fatalf("preflight issues: %s", bad.Body)
 	}
-	ok := expect(t, do(t, s, "POST", pf, u.Token, `{"workflow_definition_id":"wf-1","status":"queued"}`), 200, "runnable")
+	for _, code := range []string{"agent_missing", "prompt_missing", "managed_executor_unknown", "billing_inactive"} {
+		if !strings.Contains(string(bad.Body), `"code":"`+code+`"`) {
+			t.Errorf("preflight does not report %s: %s", code, bad.Body)
+		}
+	}
+	expect(t, do(t, s, "PATCH", "/api/workspaces/"+ws, u.Token, `{"budget_policy":{"billing_active":true,"hard_cap_usd":"100"}}`), 200, "billing on")
+	expect(t, do(t, s, "POST", "/api/managed-executors", u.Token, `{"name":"ci","tags":["linux"]}`, api.WorkspaceHeader, ws), 201, "executor")
+	ok := expect(t, do(t, s, "POST", pf, u.Token, `{"agent":"shell","prompt":"make test","tags":["linux"],"status":"queued"}`), 200, "runnable")
 	if dataOf(ok)["runnable"] != true {
 		t.Fatalf("preflight: %s", ok.Body)
 	}

@@ -57,6 +57,9 @@ const (
 	KindRelay       // a holder of a relay JWT
 	// KindRelayService is a relay instance, by the relay service credential.
 	KindRelayService
+	// KindRunner is a team worker, by its managed executor's runner
+	// credential (rwc_) or by one lease's token (rwl_, LeaseID set).
+	KindRunner
 )
 
 // Principal is who is calling. Workspace is fixed for daemons and relay
@@ -69,6 +72,10 @@ type Principal struct {
 	InstallID string
 	Workspace string
 	Role      string // relay JWT role claim
+	// ExecutorID is a runner's managed executor; LeaseID is set when it
+	// presented a lease token, which is good for that lease alone.
+	ExecutorID string
+	LeaseID    string
 }
 
 // Actor is the audit-log name of p.
@@ -82,6 +89,8 @@ func (p Principal) Actor() string {
 		return "relay:" + p.InstallID
 	case KindRelayService:
 		return "relay-service"
+	case KindRunner:
+		return "executor:" + p.ExecutorID
 	default:
 		return "anonymous"
 	}

@@ -62,6 +62,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// CacheTTL is passed to the API (credential cache).
 	CacheTTL time.Duration
+	// LeaseTTL is passed to the API: how long a worker's lease lives
+	// without a heartbeat (default api.DefaultLeaseTTL).
+	LeaseTTL time.Duration
 	// NoRelay leaves /ws unserved, for deployments whose relay_url points
 	// at separate `reeve relay` processes.
 	NoRelay bool
@@ -232,7 +235,7 @@ func (h *Host) assemble(ctx context.Context) error {
 	}
 	a, err = api.New(api.Options{
 		Store: h.st, BaseURL: h.origin, AppURL: o.AppURL, RelayURL: o.RelayURL,
-		Signer: signer, Secrets: h.ring, Login: h.links, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL,
+		Signer: signer, Secrets: h.ring, Login: h.links, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL, LeaseTTL: o.LeaseTTL,
 		Pages: pages, Logger: o.Logger, Version: version.Version,
 		Invitations: h.announceInvitation,
 		Webhooks:    o.Webhooks, WebhookRate: o.WebhookRate,
@@ -477,6 +480,7 @@ func (h *Host) Run(ctx context.Context) error {
 	// Close does not pull the store from under them.
 	dispatched := make(chan struct{})
 	go func() { h.api.Dispatcher().Run(ctx); close(dispatched) }()
+	go h.api.RunSweeper(ctx) // expired worker leases go back to the queue
 	if h.relay != nil {
 		go h.relay.Run(ctx)
 		// Hijacked WebSockets are not the HTTP server's to drain.

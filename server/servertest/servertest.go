@@ -38,6 +38,8 @@ type Options struct {
 	// Webhooks and WebhookRate are passed to the host (integration tests).
 	Webhooks    webhooks.Options
 	WebhookRate int
+	// LeaseTTL shortens worker leases for expiry tests.
+	LeaseTTL time.Duration
 }
 
 // Start runs a server until the test ends.
@@ -47,7 +49,7 @@ func Start(t testing.TB, o Options) *Server {
 	if dir == "" {
 		dir = filepath.Join(t.TempDir(), "data")
 	}
-	h, err := host.New(context.Background(), host.Options{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: o.DatabaseURL, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL, Webhooks: o.Webhooks, WebhookRate: o.WebhookRate})
+	h, err := host.New(context.Background(), host.Options{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: o.DatabaseURL, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL, LeaseTTL: o.LeaseTTL, Webhooks: o.Webhooks, WebhookRate: o.WebhookRate})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}

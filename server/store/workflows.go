@@ -103,9 +103,13 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// LeaseGrant is the lease ClaimRun gives the run it picks.
+// LeaseGrant is the lease ClaimRun gives the run it picks. Mint, when
+// set, names the lease from the run and its new fence (it must be pure:
+// a retried transaction calls it again); else LeaseID and TokenHash are
+// used as given.
 type LeaseGrant struct {
 	LeaseID, TokenHash string
+	Mint               func(runID string, fence int64) (leaseID, tokenHash string)
 	Now, ExpiresAt     time.Time
 	Actor              string
 }

@@ -332,6 +332,9 @@ func (s *DB) ClaimRun(ctx context.Context, f ClaimFilter, g LeaseGrant) (Workflo
 				}
 				r.Status, r.Attempt, r.Fence = "leased", r.Attempt+1, r.Fence+1
 				r.LeaseID, r.LeaseHash, r.ExecutorID = g.LeaseID, g.TokenHash, f.ExecutorID
+				if g.Mint != nil {
+					r.LeaseID, r.LeaseHash = g.Mint(r.ID, r.Fence)
+				}
 				exp := g.ExpiresAt
 				r.LeaseExpires, r.CancelRequested, r.UpdatedAt, r.BlockedReason = &exp, false, g.Now, ""
 				// The status guard re-checks under the lock: nobody else
@@ -343,7 +346,7 @@ func (s *DB) ClaimRun(ctx context.Context, f ClaimFilter, g LeaseGrant) (Workflo
 				if n, _ := res.RowsAffected(); n != 1 {
 					continue
 				}
-				data, _ := json.Marshal(map[string]any{"lease_id": g.LeaseID, "fence": r.Fence, "attempt": r.Attempt, "executor_id": f.ExecutorID, "expires_at": exp.UTC()})
+				data, _ := json.Marshal(map[string]any{"lease_id": r.LeaseID, "fence": r.Fence, "attempt": r.Attempt, "executor_id": f.ExecutorID, "expires_at": exp.UTC()})
 				if err := insertRunEvents(tx, r, []RunEvent{{Kind: "lease.granted", Actor: g.Actor, Data: data, CreatedAt: g.Now}}); err != nil {
 					return err
 				}
