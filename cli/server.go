@@ -20,8 +20,10 @@ const defaultServerListen = "127.0.0.1:8080"
 // ServerRun is what `reeve server` hands to the control plane.
 type ServerRun struct {
 	Listen, DataDir, DatabaseURL, PublicURL, AppURL, RelayURL, OwnerEmail string
-	Out                                                                   io.Writer // the one-time login link
-	Logger                                                                *slog.Logger
+	// MasterKeyFile is the master key file ("" for the data directory's).
+	MasterKeyFile string
+	Out           io.Writer // the one-time login link
+	Logger        *slog.Logger
 	// Ready receives the bound address and origin once listening.
 	Ready func(addr, url string)
 }
@@ -57,6 +59,8 @@ type ServerPrograms struct {
 	Migrate func(ctx context.Context, o ServerDBRequest) (ServerMigration, error)
 	Export  func(ctx context.Context, o ServerDBRequest, w io.Writer) (ServerDumpSummary, error)
 	Import  func(ctx context.Context, o ServerDBRequest, r io.Reader) (ServerDumpSummary, error)
+	// RotateMasterKey rotates the master key and re-wraps the store.
+	RotateMasterKey func(ctx context.Context, o ServerMasterKeyRequest) (ServerMasterKeyRotation, error)
 }
 
 // ErrServerNotFound marks a control-plane error about something that does
@@ -84,6 +88,7 @@ type serverOptions struct {
 	appURL      string
 	relayURL    string
 	ownerEmail  string
+	keyFile     string
 	// ready, when set, receives the bound origin once listening (tests).
 	ready func(url string)
 }
@@ -106,10 +111,12 @@ func newServerCmd(env *Env) *cobra.Command {
 	f.StringVar(&opts.appURL, "app-url", "", "browser app URL advertised to clients (default: the server's origin)")
 	f.StringVar(&opts.relayURL, "relay-url", "", "relay URL advertised to clients (default: the server's origin)")
 	f.StringVar(&opts.ownerEmail, "owner-email", "owner@localhost", "email of the owner created on first start")
+	f.StringVar(&opts.keyFile, "master-key-file", "", "file of the master key that seals stored secrets, 0600 (default $"+EnvMasterKeyFile+", else master.key in the data directory; REEVE_MASTER_KEY overrides both)")
 	cmd.AddCommand(newGroupCmd("token", "Manage API tokens as an operator", newServerTokenCreateCmd(env)))
 	cmd.AddCommand(newServerRelayCredentialCmd(env))
 	cmd.AddCommand(newServerInviteCmd(env), newServerLoginLinkCmd(env))
 	cmd.AddCommand(newServerMigrateCmd(env), newServerExportCmd(env), newServerImportCmd(env))
+	cmd.AddCommand(newServerMasterKeyCmd(env))
 	return cmd
 }
 
@@ -127,7 +134,7 @@ func runServer(ctx context.Context, opts *serverOptions) error {
 	err := opts.env.Programs.Server.Run(ctx, ServerRun{
 		Listen: opts.listen, DataDir: opts.dataDir, DatabaseURL: opts.databaseURL,
 		PublicURL: opts.publicURL, AppURL: opts.appURL, RelayURL: opts.relayURL,
-		OwnerEmail: opts.ownerEmail, Out: opts.env.Out, Logger: logger,
+		OwnerEmail: opts.ownerEmail, MasterKeyFile: masterKeyFile(opts.env, opts.keyFile), Out: opts.env.Out, Logger: logger,
 		Ready: func(addr, url string) {
 			fmt.Fprintf(opts.env.Err, "reeve server listening on %s (API %s/api)\n", addr, url)
 			if opts.ready != nil {

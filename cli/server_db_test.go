@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +20,7 @@ func TestServerMigrateReportsTheVersion(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	var m ServerMigration
-	if err := json.Unmarshal(out.Bytes(), &m); err != nil || m.Engine != "sqlite" || m.From != 0 || m.To < 2 || len(m.Applied) != m.To {
+	if err := json.Unmarshal(out.Bytes(), &m); err != nil || m.Engine != "sqlite" || m.From != 0 || m.To < 2 || len(m.Applied) < 2 || m.Applied[len(m.Applied)-1][:4] != fmt.Sprintf("%04d", m.To) {
 		t.Fatalf("first migrate: %+v %v (%q)", m, err, out.String())
 	}
 	env2, out2, _ := testEnv()

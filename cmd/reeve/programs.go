@@ -49,7 +49,7 @@ func ServerPrograms() cli.ServerPrograms {
 			h, err := host.New(ctx, host.Options{
 				Listen: o.Listen, DataDir: o.DataDir, DatabaseURL: o.DatabaseURL,
 				PublicURL: o.PublicURL, AppURL: o.AppURL, RelayURL: o.RelayURL,
-				OwnerEmail: o.OwnerEmail, Out: o.Out, Logger: o.Logger,
+				OwnerEmail: o.OwnerEmail, MasterKeyFile: o.MasterKeyFile, Out: o.Out, Logger: o.Logger,
 			})
 			if err != nil {
 				return err
@@ -96,6 +96,10 @@ func ServerPrograms() cli.ServerPrograms {
 		Import: func(ctx context.Context, o cli.ServerDBRequest, r io.Reader) (cli.ServerDumpSummary, error) {
 			s, err := host.Import(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL}, r)
 			return cli.ServerDumpSummary(s), err
+		},
+		RotateMasterKey: func(ctx context.Context, o cli.ServerMasterKeyRequest) (cli.ServerMasterKeyRotation, error) {
+			r, err := host.RotateMasterKey(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL, MasterKeyFile: o.MasterKeyFile}, o.DropOld)
+			return cli.ServerMasterKeyRotation(r), err
 		},
 	}
 }

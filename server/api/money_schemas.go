@@ -34,8 +34,26 @@ func budgetStatusSchema() schema {
 	})
 }
 
+func providerKeySchema() schema {
+	return object([]string{"id", "workspace_id", "provider", "mode", "has_secret", "version", "created_at", "updated_at"}, schema{
+		"id": tString(), "workspace_id": tString(), "provider": enum("provider_a", "provider_b", "provider_c", "other"),
+		"mode": enum("managed_byok", "managed_pass_through"), "team_id": tIntNull(), "key_ref": tStringNull(),
+		"has_secret":  typ("boolean"),
+		"fingerprint": described(tString(), "A keyed MAC of the secret (hmac-sha256:...), never a hash of it."),
+		"version":     tInt(), "created_by": tString(),
+		"created_at": schema{"type": "string", "format": "date-time"}, "updated_at": schema{"type": "string", "format": "date-time"},
+		"rotated_at": typ("string", "null"),
+	})
+}
+
 func moneyResponseSchemas() map[string]schema {
 	return map[string]schema{
+		"ProviderKeyResponse":           object([]string{"data"}, schema{"data": providerKeySchema()}),
+		"ProviderKeyCollectionResponse": object([]string{"data", "meta"}, schema{"data": arrayOf(providerKeySchema()), "meta": ref("ListMeta")}),
+		"ProviderKeyMaterialResponse": object([]string{"data"}, schema{"data": object([]string{"provider_key_id", "provider", "mode", "version", "fingerprint", "secret"}, schema{
+			"provider_key_id": tString(), "provider": tString(), "mode": tString(), "version": tInt(), "fingerprint": tString(),
+			"secret": described(tString(), "The key's secret: the one answer that carries it."),
+		})}),
 		"GatewayUsageRecordResponse": object([]string{"data"}, schema{"data": ledgerEntrySchema()}),
 		"GatewayLedgerResponse": object([]string{"data", "meta"}, schema{"data": object([]string{"entries", "periods", "budget"}, schema{
 			"entries": arrayOf(ledgerEntrySchema()),

@@ -393,7 +393,10 @@ func specRoutes() []Route {
 	add(
 		typed("GET", pk, "listProviderKeys", "Provider Keys", 200, "ProviderKeyCollectionResponse"),
 		typed("POST", pk, "createProviderKey", "Provider Keys", 201, "ProviderKeyResponse").body("CreateProviderKeyRequest", true).role("admin"),
-		typed("POST", pk+"/{providerKey}/rotate", "rotateProviderKey", "Provider Keys", 200, "ProviderKeyResponse").role("admin").errs(404),
+		typed("POST", pk+"/{providerKey}/rotate", "rotateProviderKey", "Provider Keys", 200, "ProviderKeyResponse").body("RotateProviderKeyRequest", false).role("admin").errs(404).
+			summary("Replace the secret (a new fingerprint and version); a managed_byok key without a new secret is 422"),
+		typed("GET", pk+"/{providerKey}", "getProviderKey", "Provider Keys", 200, "ProviderKeyResponse").errs(404),
+		typed("DELETE", pk+"/{providerKey}", "deleteProviderKey", "Provider Keys", 200, "ProviderKeyResponse").role("admin").errs(404).summary("Delete the key and its sealed secret"),
 	)
 
 	// 4.8 Support.
@@ -452,7 +455,9 @@ func specRoutes() []Route {
 		query(qStr("period", "only entries of this month (YYYY-MM)"), qInt("after", "entries after this seq"), qInt("limit", "1 to 500, default 100")).
 		summary("The gateway usage ledger: entries, period totals (months and days) and the budget in force; admins only"))
 	rt := "/api/runtime"
-	add(placeholder("POST", rt+"/internal/gateway/workspaces/{workspace}/provider-key-material", "Runtime"))
+	add(typed("POST", rt+"/internal/gateway/workspaces/{workspace}/provider-key-material", "releaseProviderKeyMaterial", "Runtime", 200, "ProviderKeyMaterialResponse").
+		body("ProviderKeyMaterialRequest", true).errs(404, 409).
+		summary("The gateway (a paired install of the workspace) receives a key's secret for a workflow run a worker holds now; audited, refused (403) for any other run"))
 	// Relay instances, not JWT holders, call presence and the bus; they
 	// span workspaces.
 	for _, p := range []struct{ path, summary string }{

@@ -225,7 +225,15 @@ func requestSchemas() map[string]schema {
 			"mode":     enum("managed_byok", "managed_pass_through"),
 			"team_id":  tIntNull(),
 			"key_ref":  tStringNull(),
-			"secret":   described(tString(), "A secret value; stored, never echoed."),
+			"secret":   described(tString(), "A secret value (8 to 4096 characters, no spaces); stored sealed under the master key, never echoed. Required for managed_byok."),
+		}),
+		"RotateProviderKeyRequest": object(nil, schema{
+			"secret": described(tString(), "The new secret; required for managed_byok. Never echoed."),
+		}),
+		"ProviderKeyMaterialRequest": object([]string{"provider_key_id", "run_id"}, schema{
+			"provider_key_id": tString(),
+			"run_id":          described(tString(), "A workflow run of the workspace that a worker holds now."),
+			"lease_id":        described(tString(), "When given, the run's current lease."),
 		}),
 
 		// 4.8

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -40,10 +38,6 @@ func (s *Server) typedHandlers() map[string]handlerFunc {
 		"showAgentSessionCollaboration":             s.sessionEvents,
 		"reconcileBillingCustomer":                  s.reconcileCustomer,
 		"createBillingPortalSession":                s.portalSession,
-		"createProviderKey":                         s.createProviderKey,
-		"postApiProviderKeys":                       s.createProviderKey,
-		"rotateProviderKey":                         s.rotateProviderKey,
-		"postApiProviderKeysProviderKeyRotate":      s.rotateProviderKey,
 		"getResourceSupportWorkspacePosture":        s.posture,
 		"getSupportWorkspacePosture":                s.posture,
 		"createSupportAccessRequest":                s.createSupportRequest,
@@ -113,49 +107,6 @@ func (s *Server) portalSession(c *call) (int, any, error) {
 	}
 	rec.Attributes["redirect_url"] = s.opts.AppURL + "/billing/portal?session=" + rec.ID
 	return 200, sdk.RecordResponse{Data: rec}, nil
-}
-
-// createProviderKey never stores nor echoes the secret itself (key
-// material storage comes with the gateway); it keeps a fingerprint.
-func (s *Server) createProviderKey(c *call) (int, any, error) {
-	a := map[string]any{}
-	for k, v := range c.body {
-		a[k] = v
-	}
-	if sec, ok := a["secret"].(string); ok {
-		delete(a, "secret")
-		sum := sha256.Sum256([]byte(sec))
-		a["has_secret"], a["secret_fingerprint"] = true, hex.EncodeToString(sum[:4])
-	}
-	a["version"] = 1
-	rec, err := c.createRecord("provider-keys", "", a)
-	if err != nil {
-		return 0, nil, err
-	}
-	return 201, sdk.RecordResponse{Data: rec}, nil
-}
-
-func (s *Server) rotateProviderKey(c *call) (int, any, error) {
-	id := c.r.PathValue("providerKey")
-	rec, err := s.st.UpdateRecordIf(c.ctx(), c.ws.ID, "provider-keys", id, func(r *store.Record) error {
-		var a map[string]any
-		if err := json.Unmarshal(r.Attributes, &a); err != nil {
-			return err
-		}
-		v, _ := numberOf(a["version"])
-		a["version"], a["rotated_at"] = v+1, c.now()
-		b, err := json.Marshal(a)
-		r.Attributes, r.UpdatedAt = b, c.now()
-		return err
-	}, c.audit("provider_key.rotate", "provider-keys/"+id, nil))
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil, notFound("no provider key %q", id)
-	}
-	if err != nil {
-		return 0, nil, err
-	}
-	out, err := toSDK(rec)
-	return 200, sdk.RecordResponse{Data: out}, err
 }
 
 // posture is the redacted workspace posture: counts and modes, no ids of

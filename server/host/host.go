@@ -122,6 +122,10 @@ func (o Options) masterKeyFile() string {
 	if o.MasterKeyFile != "" {
 		return o.MasterKeyFile
 	}
+	// Every subcommand finds the same key as the server it serves.
+	if f := os.Getenv(secrets.EnvMasterKeyFile); f != "" {
+		return f
+	}
 	return filepath.Join(o.dataDir(), "master.key")
 }
 

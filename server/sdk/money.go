@@ -72,3 +72,53 @@ type GatewayLedgerResponse struct {
 	Data GatewayLedger `json:"data"`
 	Meta ListMeta      `json:"meta"`
 }
+
+// ProviderKey is a provider key as routes show it: never its secret.
+type ProviderKey struct {
+	ID          string     `json:"id"`
+	WorkspaceID string     `json:"workspace_id"`
+	Provider    string     `json:"provider"`
+	Mode        string     `json:"mode"`
+	TeamID      *int64     `json:"team_id"`
+	KeyRef      *string    `json:"key_ref"`
+	HasSecret   bool       `json:"has_secret"`
+	Fingerprint string     `json:"fingerprint,omitempty"` // a keyed MAC, "hmac-sha256:..."
+	Version     int64      `json:"version"`
+	CreatedBy   string     `json:"created_by"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	RotatedAt   *time.Time `json:"rotated_at"`
+}
+
+// ProviderKeyResponse answers create, get, rotate and delete.
+type ProviderKeyResponse struct {
+	Data ProviderKey `json:"data"`
+}
+
+// ProviderKeyCollectionResponse answers the list.
+type ProviderKeyCollectionResponse struct {
+	Data []ProviderKey `json:"data"`
+	Meta ListMeta      `json:"meta"`
+}
+
+// ProviderKeyMaterialRequest asks for a key's secret for a live run.
+type ProviderKeyMaterialRequest struct {
+	ProviderKeyID string `json:"provider_key_id"`
+	RunID         string `json:"run_id"`
+	LeaseID       string `json:"lease_id,omitempty"`
+}
+
+// ProviderKeyMaterial is the one answer that carries a secret.
+type ProviderKeyMaterial struct {
+	ProviderKeyID string `json:"provider_key_id"`
+	Provider      string `json:"provider"`
+	Mode          string `json:"mode"`
+	Version       int64  `json:"version"`
+	Fingerprint   string `json:"fingerprint"`
+	Secret        string `json:"secret"`
+}
+
+// ProviderKeyMaterialResponse answers provider-key-material.
+type ProviderKeyMaterialResponse struct {
+	Data ProviderKeyMaterial `json:"data"`
+}

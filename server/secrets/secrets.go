@@ -415,3 +415,45 @@ func (k *Keyring) Rewrap(name string, rec []byte) ([]byte, error) {
 	}
 	return append(out, rec[headerLen:]...), nil
 }
+
+// EnvMasterKeyFile names the environment variable that locates the master
+// key file when no --master-key-file flag is given.
+const EnvMasterKeyFile = "REEVE_MASTER_KEY_FILE"
+
+// KeepFirst rewrites the key file with its sealing key alone, dropping the
+// keys a rotation kept for opening older records. Call it only once every
+// record was re-wrapped (RewrapAll, or the store's one-transaction
+// re-wrap) and every server runs with the new key. It returns how many
+// keys it dropped.
+func KeepFirst(path string) (int, error) {
+	text, err := readKeyFile(path)
+	if err != nil {
+		return 0, err
+	}
+	k, err := Parse(text)
+	if err != nil {
+		return 0, fmt.Errorf("master key file %s: %w", path, err)
+	}
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if err := writeKeyFile(path, line+"\n"); err != nil {
+			return 0, err
+		}
+		return k.Len() - 1, nil
+	}
+	return 0, errors.New("no master key")
+}
+
+// RewrapRecord seals rec under the sealing key: a record in the clear is
+// sealed, one under an older key re-wrapped, a current one checked and
+// returned as is. It is the function the store's transactional re-wrap
+// applies to every record.
+func (k *Keyring) RewrapRecord(name string, rec []byte) ([]byte, error) {
+	if !Sealed(rec) {
+		return k.Seal(name, rec)
+	}
+	return k.Rewrap(name, rec)
+}
