@@ -469,3 +469,10 @@ func (s *Server) newDispatcher() (*webhooks.Dispatcher, error) {
 
 // Dispatcher is the outbound webhook dispatcher; the host runs it.
 func (s *Server) Dispatcher() *webhooks.Dispatcher { return s.hooks }
+
+// emit adds an outbound event to the audit entry of the change that causes
+// it: the store writes the outbox messages in the change's transaction.
+func emit(a store.AuditEntry, kind string, data any) store.AuditEntry {
+	a.Emit = append(a.Emit, store.OutboundEvent{Kind: kind, Data: data})
+	return a
+}

@@ -510,6 +510,7 @@ func (s *Server) approvePairingCode(c *call) (int, any, error) {
 	a := s.pairingAudit(c, wid, "install.create", p.Code)
 	a.Target = "installs/" + in.ID
 	a.Detail, _ = json.Marshal(map[string]any{"name": m.Name, "anchor_fingerprint": m.Fingerprint, "pairing_code": p.Code})
+	a = emit(a, sdk.EventInstallPaired, map[string]any{"install_id": in.ID, "name": in.Name, "via": "pairing"})
 	if err := s.st.CreateInstall(c.ctx(), in, a); err != nil {
 		return 0, nil, err
 	}

@@ -83,6 +83,7 @@ func (s *Server) newInstall(c *call, workspaceID, name string) (sdk.Install, err
 	in := store.Install{ID: newRecordID(), WorkspaceID: workspaceID, Name: name, TokenHash: auth.Hash(plain), CreatedBy: c.p.Actor(), CreatedAt: c.now()}
 	a := c.audit("install.create", "installs/"+in.ID, map[string]any{"name": name})
 	a.WorkspaceID = workspaceID
+	a = emit(a, sdk.EventInstallPaired, map[string]any{"install_id": in.ID, "name": in.Name, "via": "registration"})
 	if err := s.st.CreateInstall(c.ctx(), in, a); err != nil {
 		return sdk.Install{}, err
 	}
@@ -134,7 +135,7 @@ func (s *Server) runtimeInstall(c *call) (int, any, error) {
 
 func (s *Server) deleteInstall(c *call) (int, any, error) {
 	id := c.r.PathValue("install")
-	if err := s.st.RevokeInstall(c.ctx(), c.ws.ID, id, c.now(), c.audit("install.detach", "installs/"+id, nil)); err != nil {
+	if err := s.st.RevokeInstall(c.ctx(), c.ws.ID, id, c.now(), emit(c.audit("install.detach", "installs/"+id, nil), sdk.EventInstallDetached, map[string]any{"install_id": id})); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return 0, nil, notFound("no install %q", id)
 		}

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -116,8 +118,19 @@ func (s *DB) ClaimWebhooks(ctx context.Context, owner string, now time.Time, lea
 	if limit <= 0 {
 		limit = 16
 	}
+	// Most polls find nothing: ask the read pool first, so an idle
+	// dispatcher does not take SQLite's writer (or a serializable
+	// transaction) every poll.
+	var one int
+	err := s.queryRow(ctx, `SELECT 1 FROM webhook_outbox WHERE state = 'pending' AND next_attempt_at <= ? AND lease_until <= ? LIMIT 1`, ms(now), ms(now)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim webhooks: %w", unavailable(err))
+	}
 	var out []WebhookMessage
-	err := s.exec(ctx, func(tx *Tx) error {
+	err = s.exec(ctx, func(tx *Tx) error {
 		rows, err := tx.Query(`UPDATE webhook_outbox SET lease_owner = ?, lease_until = ?
 			WHERE id IN (SELECT id FROM webhook_outbox WHERE state = 'pending' AND next_attempt_at <= ? AND lease_until <= ? ORDER BY next_attempt_at LIMIT ?)
 			RETURNING `+whCols, owner, ms(now.Add(lease)), ms(now), ms(now), limit)

@@ -34,7 +34,7 @@ type Options struct {
 	Schedule Schedule
 	// Poll is how often the outbox is read when nothing woke the
 	// dispatcher (another replica's messages, retries coming due);
-	// default 500ms.
+	// default 250ms.
 	Poll time.Duration
 	// Timeout bounds one delivery; default 10s. A message's lease is
 	// Timeout plus a margin, so a dispatcher killed mid-delivery leaves it
@@ -61,7 +61,7 @@ type Dispatcher struct {
 func New(o Options) *Dispatcher {
 	o.Schedule = o.Schedule.withDefaults()
 	if o.Poll <= 0 {
-		o.Poll = 500 * time.Millisecond
+		o.Poll = 250 * time.Millisecond
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
