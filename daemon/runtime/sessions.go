@@ -270,6 +270,7 @@ func (m *Manager) Prompt(ctx context.Context, req wire.PromptRequest) error {
 	if strings.TrimSpace(text) == "" {
 		return sessionErr(wire.CodeBadFrame, "prompt text is required")
 	}
+	m.awaitEnding(sessionID)
 	sess, err := m.session(ctx, sessionID)
 	if err != nil {
 		return err

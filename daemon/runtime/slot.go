@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"time"
+
 	"reeve.dev/reeve/agents"
 	"reeve.dev/reeve/daemon/store"
 	"reeve.dev/reeve/daemon/wire"
@@ -25,11 +27,41 @@ type slot struct {
 	// exited is set when the turn's process has ended and its end is
 	// being recorded: there is nothing left to kill.
 	exited bool
+	// freed is closed when the slot is released.
+	freed chan struct{}
+}
+
+// endingWait bounds how long a request waits for a turn whose process has
+// exited to finish recording its end (a full disk makes that slow).
+const endingWait = 30 * time.Second
+
+// awaitEnding waits while the session's slot is held by a turn whose
+// process has exited: its end is being recorded, and a client that saw the
+// session end (the status is written just before the slot is released)
+// must not be told that it is busy.
+func (m *Manager) awaitEnding(sessionID string) {
+	deadline := time.Now().Add(endingWait)
+	for {
+		m.mu.Lock()
+		held := m.slots[sessionID]
+		if held == nil || !held.exited {
+			m.mu.Unlock()
+			return
+		}
+		freed := held.freed
+		m.mu.Unlock()
+		select {
+		case <-freed:
+		case <-time.After(time.Until(deadline)):
+			return
+		}
+	}
 }
 
 // reserve takes the session's slot for a turn (op "") or a worktree
 // operation, or says why it cannot.
 func (m *Manager) reserve(sessionID, op string) (*slot, error) {
+	m.awaitEnding(sessionID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closing {
@@ -47,7 +79,7 @@ func (m *Manager) reserve(sessionID, op string) (*slot, error) {
 			return nil, sessionErr(wire.CodeBusy, "session %s is running a turn", sessionID)
 		}
 	}
-	sl := &slot{op: op}
+	sl := &slot{op: op, freed: make(chan struct{})}
 	m.slots[sessionID] = sl
 	return sl, nil
 }
@@ -70,6 +102,7 @@ func (m *Manager) release(sessionID string, sl *slot) {
 	defer m.mu.Unlock()
 	if m.slots[sessionID] == sl {
 		delete(m.slots, sessionID)
+		close(sl.freed)
 	}
 }
 

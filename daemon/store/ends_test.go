@@ -198,3 +198,25 @@ func TestEndPendingSupersededByWrite(t *testing.T) {
 		t.Fatalf("session %+v, %d pending", r, s.PendingEnds())
 	}
 }
+
+// Batches commit without an fsync and the syncer makes them durable behind
+// them: every other write must still find the connection fsyncing its own
+// commits, and the appends' callers are answered only after a sync.
+func TestAppendsSyncedApartFromCommits(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	sess := newSession(t, s)
+	for range 20 {
+		if _, err := s.Append(ctx, sess.ID, "terminal-output", payload256); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var sync int
+	if err := s.writer.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync); err != nil || sync != 2 {
+		t.Fatalf("writer connection synchronous=%d (%v), want 2 (FULL)", sync, err)
+	}
+	st := s.Stats()
+	if st.Events != 20 || st.Syncs == 0 || st.Syncs > st.Batches {
+		t.Fatalf("stats %+v", st)
+	}
+}

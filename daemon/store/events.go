@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -34,7 +35,8 @@ type EventInput struct {
 
 // Stats counts the appender's work since Open.
 type Stats struct {
-	Batches int64 // committed transactions, i.e. fsyncs of the log
+	Batches int64 // committed transactions of events
+	Syncs   int64 // fsyncs of the log that made batches durable (one may cover several)
 	Events  int64 // events committed
 }
 
@@ -45,6 +47,9 @@ const (
 	// appendQueue is how many append requests may wait for the appender
 	// before producers block: back-pressure instead of an unbounded queue.
 	appendQueue = 4096
+	// syncQueue is how many committed batches may wait for the syncer
+	// before the appender blocks.
+	syncQueue = 0
 	// insertChunk is how many rows one INSERT statement carries: per-statement
 	// overhead (bind, step, halt) dominates single-row inserts.
 	insertChunk = 128
@@ -77,7 +82,14 @@ type appender struct {
 	// request; the appender goroutine is its only user.
 	sinceCheckpoint int
 
+	// syncCh hands committed batches to the syncer, which makes them
+	// durable and answers their callers (sync.go).
+	syncCh   chan []*appendReq
+	syncDone chan struct{}
+	wal      *os.File // the -wal file, the syncer's
+
 	batches atomic.Int64
+	syncs   atomic.Int64
 	events  atomic.Int64
 }
 
@@ -158,7 +170,7 @@ func (s *Store) enqueue(ctx context.Context, req *appendReq) error {
 
 // Stats reports the appender's counters.
 func (s *Store) Stats() Stats {
-	return Stats{Batches: s.app.batches.Load(), Events: s.app.events.Load()}
+	return Stats{Batches: s.app.batches.Load(), Syncs: s.app.syncs.Load(), Events: s.app.events.Load()}
 }
 
 // runAppender collects whatever requests are waiting into one transaction.
@@ -166,6 +178,7 @@ func (s *Store) Stats() Stats {
 // with the load by itself: one fsync per batch, never per event.
 func (s *Store) runAppender() {
 	defer close(s.app.done)
+	defer close(s.app.syncCh)
 	var batch []*appendReq
 	for {
 		req, ok := <-s.app.ch
@@ -238,10 +251,12 @@ func (s *Store) commitBatch(batch []*appendReq) {
 				bytes += len(e.Data) + len(e.SessionID) + len(e.Kind)
 			}
 		}
-		close(r.done)
 	}
 	s.app.batches.Add(1)
 	s.app.events.Add(events)
+	// The callers are answered once the batch is durable; meanwhile this
+	// goroutine goes on with the next batch.
+	s.app.syncCh <- slices.Clone(batch)
 	s.requestCheckpoint(bytes)
 	s.wakeSettler()
 }
@@ -254,7 +269,25 @@ func (s *Store) writeBatch(batch []*appendReq) (touched map[string]struct{}, err
 	// so a batch is never abandoned half-way; and a cancellable context would
 	// make the driver start a watcher goroutine per statement.
 	ctx := context.Background()
-	tx, err := s.writer.BeginTx(ctx, nil)
+	// The batch commits without an fsync, so that it is visible (and
+	// followers are woken) at once; the syncer makes it durable before its
+	// callers hear of it (sync.go). Every other write keeps its own fsync:
+	// the connection goes back to synchronous=FULL before it is released.
+	conn, err := s.writer.Conn(ctx)
+	if err != nil {
+		return touched, fmt.Errorf("append: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+		return touched, fmt.Errorf("append: %w", err)
+	}
+	defer func() {
+		if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
+			// Never hand the connection on without its fsyncs.
+			conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return touched, fmt.Errorf("append: begin: %w", err)
 	}

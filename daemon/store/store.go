@@ -9,9 +9,12 @@
 // that WAL lets run concurrently with the writer.
 //
 // Events are appended by a single appender goroutine that group-commits
-// whatever is pending into one transaction (one fsync per batch); Append
-// returns once its event is durable, and followers are signalled only after
-// that, so an event is always persisted before anyone can broadcast it.
+// whatever is pending into one transaction; a syncer goroutine fsyncs the
+// log behind it, one fsync for every batch committed meanwhile (sync.go).
+// Append returns once its event is durable. Followers are signalled as soon
+// as a batch commits: an event is in the log, safe from a crash of the
+// daemon, before anyone can broadcast it, though it may reach a follower a
+// few milliseconds before it reaches the disk.
 // Followers (Follow, Watch) are paced by the store: they re-read from their
 // own cursor after a coalesced signal, so there is neither a per-follower
 // buffer to overflow nor a gap or duplicate between replay and live events.
@@ -126,10 +129,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	writer.SetConnMaxIdleTime(0)
 
 	s := &Store{path: opts.Path, writer: writer, writeFault: opts.WriteFault, app: &appender{
-		ch:      make(chan *appendReq, appendQueue),
-		done:    make(chan struct{}),
-		lastSeq: make(map[string]int64),
-		inserts: make(map[int]*sql.Stmt),
+		ch:       make(chan *appendReq, appendQueue),
+		done:     make(chan struct{}),
+		syncCh:   make(chan []*appendReq, syncQueue),
+		syncDone: make(chan struct{}),
+		lastSeq:  make(map[string]int64),
+		inserts:  make(map[int]*sql.Stmt),
 	}}
 	if err := s.init(ctx, opts); err != nil {
 		for _, st := range s.app.inserts {
@@ -151,6 +156,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.settleDone = make(chan struct{})
 	go s.runCheckpointer(s.ckpt)
 	go s.runAppender()
+	go s.runSyncer()
 	go s.runSettler()
 	if s.ends.n.Load() > 0 {
 		s.wakeSettler()
@@ -272,12 +278,16 @@ func (s *Store) Close() error {
 		close(s.app.ch)
 		s.closeMu.Unlock()
 		<-s.app.done
+		<-s.app.syncDone
 		s.cancel()
 		<-s.ckptDone
 		<-s.settleDone
 		var errs []error
 		if s.ends.file != nil {
 			errs = append(errs, s.ends.file.Close())
+		}
+		if s.app.wal != nil {
+			errs = append(errs, s.app.wal.Close())
 		}
 		for _, st := range s.app.inserts {
 			errs = append(errs, st.Close())
