@@ -58,6 +58,9 @@ const (
 // the project policy leaves to a human.
 type Governor interface {
 	Running(ctx context.Context, sessionID string) error
+	// Record is given every event of the session, in order; it must not
+	// block (the evidence is sent on the side).
+	Record(u wire.SessionUpdate)
 	// Approve raises an approval for req and waits for a human's
 	// decision: allow or deny, with a reason. It returns an error when
 	// no decision came (the caller then denies).
@@ -174,6 +177,7 @@ func Execute(ctx context.Context, d Daemon, dir string, job Job, gov Governor, l
 			if !ok {
 				return finish(ctx, d, out, stream, killed)
 			}
+			gov.Record(u.SessionUpdate)
 			switch u.Kind {
 			case wire.KindUsage:
 				var us wire.Usage

@@ -25,7 +25,15 @@ type fakeServer struct {
 	states    []sdk.LeaseStateRequest
 	completes []sdk.LeaseCompleteRequest
 	releases  []sdk.LeaseReleaseRequest
+	events    []sdk.LeaseEventIn
 	claims    int
+}
+
+func (f *fakeServer) AppendLeaseEvents(_ context.Context, _ string, req sdk.LeaseEventsRequest) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, req.Events...)
+	return nil
 }
 
 var _ Server = (*fakeServer)(nil)

@@ -9,9 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/internal/redact"
 	"reeve.dev/reeve/server/sdk"
 )
 
@@ -28,6 +31,7 @@ type Server interface {
 	WaitLeaseApproval(ctx context.Context, leaseID, nodeKey string, wait time.Duration) (sdk.WorkflowApproval, error)
 	CompleteLease(ctx context.Context, leaseID string, req sdk.LeaseCompleteRequest) (sdk.WorkflowRun, error)
 	ReleaseLease(ctx context.Context, leaseID string, req sdk.LeaseReleaseRequest) (sdk.WorkflowRun, error)
+	AppendLeaseEvents(ctx context.Context, leaseID string, req sdk.LeaseEventsRequest) error
 }
 
 var _ Server = (*sdk.Client)(nil)
@@ -103,11 +107,21 @@ func (r *LeaseRunner) Run(ctx context.Context, l sdk.Lease) LeaseResult {
 		defer close(hbDone)
 		r.heartbeat(jctx, l, stop)
 	}()
-	gov := &leaseGovernor{r: r, lease: l}
+	gov := newLeaseGovernor(r, l)
+	evDone := make(chan struct{})
+	go func() {
+		defer close(evDone)
+		gov.forward(jctx)
+	}()
 	out := Execute(jctx, r.Daemon, dir, Job{RunID: run.ID, Directory: dir, Agent: run.Agent, Model: run.Model, Prompt: run.Prompt}, gov, r.Logf)
 	cause := context.Cause(jctx)
 	stop(nil)
 	<-hbDone
+	<-evDone
+	if !errors.Is(cause, ErrLeaseLost) {
+		// What the session did reaches the run's history before its end.
+		gov.flush(context.WithoutCancel(ctx))
+	}
 	res.Outcome = out
 
 	switch {
@@ -236,6 +250,155 @@ func transient(err error) bool {
 type leaseGovernor struct {
 	r     *LeaseRunner
 	lease sdk.Lease
+
+	mu      sync.Mutex
+	pending []sdk.LeaseEventIn
+	sent    int
+	dropped int
+	kick    chan struct{}
+	failed  bool
+}
+
+// Evidence limits: what one run may add to its history, and how much of
+// one event's text.
+const (
+	maxRunEvents   = 5000
+	maxEventText   = 4096
+	eventBatch     = 500
+	eventFlushTick = 2 * time.Second
+)
+
+func newLeaseGovernor(r *LeaseRunner, l sdk.Lease) *leaseGovernor {
+	return &leaseGovernor{r: r, lease: l, kick: make(chan struct{}, 1)}
+}
+
+// Record keeps a session event as evidence for the run's history:
+// decoded, secret-looking values masked (internal/redact), long text cut.
+func (g *leaseGovernor) Record(u wire.SessionUpdate) {
+	data := map[string]any{}
+	if len(u.Data) > 0 {
+		var v any
+		if json.Unmarshal(u.Data, &v) == nil {
+			if m, ok := v.(map[string]any); ok {
+				data = m
+			} else {
+				data["value"] = v
+			}
+		}
+	}
+	data = clip(data).(map[string]any)
+	data["session_id"], data["seq"] = u.SessionID, u.Seq
+	at := u.TS
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.sent+len(g.pending) >= maxRunEvents {
+		g.dropped++
+		return
+	}
+	e := sdk.LeaseEventIn{Kind: u.Kind, Data: data}
+	if !at.IsZero() {
+		e.At = &at
+	}
+	g.pending = append(g.pending, e)
+	if len(g.pending) >= eventBatch {
+		select {
+		case g.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// forward sends the recorded events every tick until ctx ends.
+func (g *leaseGovernor) forward(ctx context.Context) {
+	t := time.NewTicker(eventFlushTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-g.kick:
+		}
+		g.flush(ctx)
+	}
+}
+
+// flush sends what is pending, in batches. A refusal stops the evidence
+// (the lease is gone); a transient failure keeps it for the next tick.
+func (g *leaseGovernor) flush(ctx context.Context) {
+	for {
+		g.mu.Lock()
+		if g.failed || len(g.pending) == 0 {
+			dropped := g.dropped
+			g.dropped = 0
+			g.mu.Unlock()
+			if dropped > 0 {
+				g.send(ctx, []sdk.LeaseEventIn{{Kind: "evidence-truncated", Data: map[string]any{"dropped_events": dropped, "limit": maxRunEvents}}})
+			}
+			return
+		}
+		batch := g.pending[:min(len(g.pending), eventBatch)]
+		g.mu.Unlock()
+		if !g.send(ctx, batch) {
+			return
+		}
+		g.mu.Lock()
+		g.pending = g.pending[len(batch):]
+		g.sent += len(batch)
+		g.mu.Unlock()
+	}
+}
+
+func (g *leaseGovernor) send(ctx context.Context, batch []sdk.LeaseEventIn) bool {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := g.r.Server.AppendLeaseEvents(sctx, g.lease.ID, sdk.LeaseEventsRequest{Fence: g.lease.Fence, Events: batch})
+	if err == nil {
+		return true
+	}
+	if !transient(err) {
+		g.mu.Lock()
+		g.failed = true
+		g.mu.Unlock()
+	}
+	g.r.logf("lease %s: send evidence: %v", g.lease.ID, err)
+	return false
+}
+
+// clip masks secrets in a decoded JSON value and cuts long strings: a
+// string under a secret-named key, or a secret-shaped part of any string
+// (internal/redact). Numbers stay, so token counts are not mistaken for
+// tokens.
+func clip(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if s, ok := e.(string); ok {
+				// Value masks a secret-named key's whole string, String
+				// only secret-shaped parts: they differ for the former.
+				if m, _ := redact.Value(map[string]any{k: s}).(map[string]any); m[k] != redact.String(s) {
+					x[k] = redact.Mask
+					continue
+				}
+			}
+			x[k] = clip(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = clip(e)
+		}
+	case string:
+		x = redact.String(x)
+		if len(x) > maxEventText {
+			cut := maxEventText
+			for cut > 0 && !utf8.RuneStart(x[cut]) {
+				cut--
+			}
+			return x[:cut] + fmt.Sprintf("... [%d bytes cut]", len(x)-cut)
+		}
+		return x
+	}
+	return v
 }
 
 func (g *leaseGovernor) Running(ctx context.Context, sessionID string) error {

@@ -32,6 +32,7 @@ func TestLeaseReportsEvidence(t *testing.T) {
 		s.emit(wire.KindUsage, wire.Usage{Model: "m1", InputTokens: 10, OutputTokens: 5, CostUSD: &cost})
 		s.emit(wire.KindUsage, wire.Usage{InputTokens: 1, OutputTokens: 1})
 		s.emit(wire.KindCheckpoint, wire.Checkpoint{SHA: "abc", Turn: 1, Action: "turn"})
+		s.emit(wire.KindAgentMessage, map[string]any{"text": "the key is sk-ant-abcdefghijklmnopqrstuvwxyz " + strings.Repeat("x", 10000)})
 		s.end("completed")
 	}
 	r := runner(t, srv, d)
@@ -51,6 +52,14 @@ func TestLeaseReportsEvidence(t *testing.T) {
 	}
 	if len(c.Checkpoints) != 1 || c.Checkpoints[0].SHA != "abc" {
 		t.Fatalf("checkpoints: %+v", c.Checkpoints)
+	}
+	// The session's events are on the run's history, masked and cut.
+	if len(srv.events) != 4 || srv.events[0].Kind != wire.KindUsage || srv.events[0].Data["input_tokens"] != float64(10) || srv.events[3].Kind != wire.KindAgentMessage || srv.events[3].Data["seq"] != int64(4) {
+		t.Fatalf("events %+v", srv.events)
+	}
+	msg := srv.events[3].Data["text"].(string)
+	if strings.Contains(msg, "sk-ant-") || len(msg) > 4200 || !strings.Contains(msg, "bytes cut") {
+		t.Fatalf("agent message evidence: %d bytes %q", len(msg), msg[:80])
 	}
 	if len(srv.states) != 1 || srv.states[0].State != sdk.RunRunning || srv.states[0].SessionID != "s1" || srv.states[0].Fence != 3 {
 		t.Fatalf("states: %+v", srv.states)

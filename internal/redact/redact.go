@@ -32,7 +32,7 @@ var secretValue = sync.OnceValue(func() []*regexp.Regexp {
 		regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`),                              // Slack
 		regexp.MustCompile(`\b(AKIA|ASIA)[A-Z0-9]{16}\b`),                                  // AWS access key id
 		regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}\b`),                                    // Google API key
-		regexp.MustCompile(`\brv[a-z]_[A-Za-z0-9_.-]{16,}`),                                // reeve credentials
+		regexp.MustCompile(`\br[vw][a-z]_[A-Za-z0-9_.-]{16,}`),                             // reeve credentials (rv*_), runner credentials and lease tokens (rw*_)
 		regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`), // JWT
 		regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+):[^\s@/]+@`),              // password in a URL (keeps the user)
 		regexp.MustCompile(`(?i)\b(password|passwd|pwd|secret|token|api[_-]?key)\s*[=:]\s*("[^"]*"|'[^']*'|[^\s,;&]+)`),
