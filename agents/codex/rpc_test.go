@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -182,3 +183,41 @@ func TestUnwrapShell(t *testing.T) {
 		}
 	}
 }
+
+// 100 approvals in flight at once, decided in any order: each gets exactly
+// one answer, under its own id, with its own decision.
+func TestChannelConcurrentApprovals(t *testing.T) {
+	decide := func(_ context.Context, u agents.ToolUse) agents.Verdict {
+		var in struct{ Command string }
+		json.Unmarshal(u.Input, &in)
+		return agents.Verdict{Allow: strings.HasSuffix(in.Command, "even")}
+	}
+	c, w, _ := testChannel(decide)
+	const n = 100
+	for i := 0; i < n; i++ {
+		parity := "odd"
+		if i%2 == 0 {
+			parity = "even"
+		}
+		c.line([]byte(`{"id":` + itoa(i) + `,"method":"item/commandExecution/requestApproval","params":{"itemId":"c` + itoa(i) + `","command":"run ` + parity + `"}}`))
+	}
+	c.wg.Wait()
+	w.mu.Lock()
+	lines := strings.Split(strings.TrimSpace(w.String()), "\n")
+	w.mu.Unlock()
+	if len(lines) != n {
+		t.Fatalf("%d answers to %d requests", len(lines), n)
+	}
+	got := w.answers(t)
+	for i := 0; i < n; i++ {
+		want := `{"decision":"decline"}`
+		if i%2 == 0 {
+			want = `{"decision":"accept"}`
+		}
+		if string(got[itoa(i)]) != want {
+			t.Fatalf("answer %d: %s, want %s", i, got[itoa(i)], want)
+		}
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

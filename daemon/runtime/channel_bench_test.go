@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,5 +132,34 @@ func TestApprovalsAreTheDecisionEvents(t *testing.T) {
 		if a.ToolUseID != fmt.Sprintf("t%d", i) || a.Decision != want || a.Command == "" || a.Channel != "can_use_tool" {
 			t.Fatalf("approval %d: %+v", i, a)
 		}
+	}
+}
+
+// 100 decisions racing in one session: each is on the record once, and
+// the approvals view lists every one exactly once.
+func TestConcurrentDecisionsAllInApprovals(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, id, hook := governedSession(t, ctx)
+	const n = 100
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			hook.Decide(ctx, agents.ToolUse{ToolUseID: fmt.Sprintf("r%d", i), Tool: "Bash", Input: json.RawMessage(`{"command":"go vet"}`), Channel: "item/commandExecution/requestApproval"})
+		}(i)
+	}
+	wg.Wait()
+	mf, err := m.Manifest(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, a := range mf.Approvals {
+		seen[a.ToolUseID]++
+	}
+	if len(mf.Approvals) != n || len(seen) != n {
+		t.Fatalf("%d approvals for %d distinct calls, want %d", len(mf.Approvals), len(seen), n)
 	}
 }
