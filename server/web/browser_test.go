@@ -26,6 +26,11 @@ var (
 	css      = webtest.CSS
 )
 
+func read[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
+	t.Helper()
+	return webtest.Read(t, ctx, a)
+}
+
 func newAnchor(t *testing.T) (string, string) {
 	t.Helper()
 	k, err := ecdh.X25519().GenerateKey(rand.Reader)
