@@ -182,4 +182,3 @@ func metaCSRF(t *testing.T, body string) string {
 	rest := body[i+len(`name="reeve-csrf" content="`):]
 	return rest[:strings.Index(rest, `"`)]
 }
-
