@@ -541,6 +541,13 @@ func (s *Server) rerunRun(c *call) (int, any, error) {
 	_ = json.Unmarshal(r.Spec, &sp)
 	req := sdk.WorkflowRunCreateRequest{Agent: r.Agent, Model: sp.Model, Prompt: sp.Prompt, YAMLSnapshot: sp.Definition, Workdir: r.Workdir, Repo: sp.Repo,
 		Tags: r.Tags, ManagedExecutorID: r.ExecutorPin, SessionID: r.SessionID, MaxAttempts: r.MaxAttempts}
+	// The session stays linked when it is a session of the workspace; a
+	// worker's own session id (reported at start) is not carried over.
+	if req.SessionID != "" {
+		if _, err := s.st.Record(c.ctx(), c.ws.ID, "sessions", req.SessionID); err != nil {
+			req.SessionID = ""
+		}
+	}
 	c.body = map[string]any{}
 	return s.newRun(c, req, r.ID, sdk.RunQueued)
 }

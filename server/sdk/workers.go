@@ -232,12 +232,13 @@ type ManagedExecutorCollectionResponse struct {
 // WorkerClaimRequest asks for a run. Agents and Tags are what the worker
 // offers (checked against the executor: a worker cannot claim more than
 // its credential allows); Workdirs, when given, limits the claim to runs
-// naming one of them (or none). WaitSeconds long-polls (0..60, default 30).
+// naming one of them (or none). WaitSeconds long-polls (0..60; 0 answers
+// at once; a body without the field waits 30).
 type WorkerClaimRequest struct {
 	Agents      []string `json:"agents,omitempty"`
 	Tags        []string `json:"tags,omitempty"`
 	Workdirs    []string `json:"workdirs,omitempty"`
-	WaitSeconds int      `json:"wait_seconds,omitempty"`
+	WaitSeconds int      `json:"wait_seconds"`
 }
 
 // Lease is a worker's hold on one run: fenced (every report carries the
