@@ -487,4 +487,3 @@ func testClaimRace(t *testing.T, o servertest.Options, twoReplicas bool) {
 		t.Fatalf("leased: %d %v", len(runs), err)
 	}
 }
-
