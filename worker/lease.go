@@ -36,6 +36,12 @@ type Server interface {
 
 var _ Server = (*sdk.Client)(nil)
 
+// RunMode is the operator mode of every run's session: detect, so that
+// what the project policy leaves open goes to a human on the control
+// plane, whatever default mode the machine's owner chose for their own
+// sessions (a local bypass must not govern the team's runs).
+const RunMode = "detect"
+
 // Why a running job was stopped (the cause of its context).
 var (
 	ErrCancelRequested = errors.New("the run was cancelled on the control plane")
@@ -113,7 +119,7 @@ func (r *LeaseRunner) Run(ctx context.Context, l sdk.Lease) LeaseResult {
 		defer close(evDone)
 		gov.forward(jctx)
 	}()
-	out := Execute(jctx, r.Daemon, dir, Job{RunID: run.ID, Directory: dir, Agent: run.Agent, Model: run.Model, Prompt: run.Prompt}, gov, r.Logf)
+	out := Execute(jctx, r.Daemon, dir, Job{RunID: run.ID, Directory: dir, Agent: run.Agent, Model: run.Model, Prompt: run.Prompt, Mode: RunMode}, gov, r.Logf)
 	cause := context.Cause(jctx)
 	stop(nil)
 	<-hbDone

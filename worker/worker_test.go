@@ -64,7 +64,7 @@ func TestLeaseReportsEvidence(t *testing.T) {
 	if len(srv.states) != 1 || srv.states[0].State != sdk.RunRunning || srv.states[0].SessionID != "s1" || srv.states[0].Fence != 3 {
 		t.Fatalf("states: %+v", srv.states)
 	}
-	if l := d.launches[0]; l.Agent != "claude" || l.Prompt != "do it" || l.Directory != "dir-"+r.Profile.Workdirs[0] {
+	if l := d.launches[0]; l.Agent != "claude" || l.Prompt != "do it" || l.Mode != "detect" || l.Directory != "dir-"+r.Profile.Workdirs[0] {
 		t.Fatalf("launch: %+v", l)
 	}
 }
@@ -388,5 +388,39 @@ func TestProfileAndIdentity(t *testing.T) {
 	}
 	if err := (Home{Base: t.TempDir(), Profile: "../escape"}).Prepare(); err == nil {
 		t.Fatal("profile name escaping the home accepted")
+	}
+}
+
+// Fifty would-be workers racing for one home: exactly one holds it.
+func TestOneWorkerPerHome(t *testing.T) {
+	h := Home{Base: t.TempDir()}
+	const n = 50
+	type got struct {
+		l   *ProcessLock
+		err error
+	}
+	results := make(chan got, n)
+	start := make(chan struct{})
+	for range n {
+		go func() {
+			<-start
+			l, err := h.AcquireLock()
+			results <- got{l, err}
+		}()
+	}
+	close(start)
+	held := 0
+	for range n {
+		g := <-results
+		switch {
+		case g.err == nil:
+			held++
+			defer g.l.Release()
+		case !errors.Is(g.err, ErrRunning):
+			t.Fatalf("unexpected error: %v", g.err)
+		}
+	}
+	if held != 1 {
+		t.Fatalf("%d holders", held)
 	}
 }
