@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"regexp"
@@ -24,11 +25,6 @@ import (
 // in docs/governance.md). A route whose trigger and labels match the event
 // turns it into work: a workflow run of the route's agent with its prompt
 // template filled from the event.
-
-// RunQueuer queues a workflow run for a routed event and returns its id.
-// The workflow run store provides it; while it is absent the match is kept
-// as a run request on the event.
-type RunQueuer func(ctx context.Context, workspaceID, actor string, req sdk.WorkflowRunCreateRequest) (string, error)
 
 // triggerOf maps an event to the routes.v1 trigger it fires, and whether
 // its action is one that starts work (an edit or a close does not).
@@ -216,7 +212,7 @@ func (s *Server) routeEvent(c *call, ws, eventID, actor string) (sdk.Routing, er
 				routing.Matched = append(routing.Matched, m)
 				continue
 			}
-			routing.Matched = append(routing.Matched, s.createWork(ctx, ws, actor, ev, rd))
+			routing.Matched = append(routing.Matched, s.createWork(c, ws, ev, rd))
 		}
 	}
 	var emit []store.OutboundEvent
@@ -244,7 +240,7 @@ func (s *Server) routeEvent(c *call, ws, eventID, actor string) (sdk.Routing, er
 	return routing, err
 }
 
-func (s *Server) createWork(ctx context.Context, ws, actor string, ev sdk.IntegrationEvent, rd routeDef) sdk.RouteMatch {
+func (s *Server) createWork(c *call, ws string, ev sdk.IntegrationEvent, rd routeDef) sdk.RouteMatch {
 	m := sdk.RouteMatch{Route: rd.Name, Resource: rd.resource, Version: rd.version, File: rd.file, Agent: rd.Agent, Model: rd.Model}
 	prompt, err := rd.prompt(ev)
 	if err != nil {
@@ -253,17 +249,39 @@ func (s *Server) createWork(ctx context.Context, ws, actor string, ev sdk.Integr
 	}
 	m.Prompt = prompt
 	req := sdk.WorkflowRunCreateRequest{Agent: rd.Agent, Model: rd.Model, Prompt: prompt, Repo: ev.Subject.Repo, Status: sdk.RunQueued}
-	if s.opts.QueueRun == nil {
-		// No workflow run store on this server yet: the request is kept on
-		// the event, and retry-routing creates the run once there is one.
-		m.Created, m.Status = "run_request", "pending"
-		return m
-	}
-	id, err := s.opts.QueueRun(ctx, ws, actor, req)
+	m.Created = "workflow_run"
+	run, err := s.queueRun(c, ws, ev, req)
 	if err != nil {
-		m.Created, m.Status, m.Error = "workflow_run", "failed", err.Error()
+		// Not runnable now (no executor offers the agent, say): the match
+		// says why, and retry-routing tries again.
+		m.Status, m.Error = "failed", err.Error()
+		var ae *apiError
+		if errors.As(err, &ae) && len(ae.Details) > 0 {
+			m.Error = ae.Message + ": " + ae.Details[0].Message
+		}
 		return m
 	}
-	m.Created, m.WorkflowRunID, m.Status = "workflow_run", id, sdk.RunQueued
+	m.WorkflowRunID, m.Status = run.ID, run.Status
 	return m
+}
+
+// queueRun creates the run through the workflow runs' own path (the same
+// checks, budget admission and audit as POST /api/workflow-runs), in the
+// event's workspace: an ingestion request has no workspace of its own.
+func (s *Server) queueRun(c *call, ws string, ev sdk.IntegrationEvent, req sdk.WorkflowRunCreateRequest) (sdk.WorkflowRun, error) {
+	w, err := s.st.Workspace(c.ctx(), ws)
+	if err != nil {
+		return sdk.WorkflowRun{}, err
+	}
+	cc := *c
+	cc.ws, cc.body = &w, map[string]any{"integration_event_id": ev.ID}
+	_, body, err := s.newRun(&cc, req, "", sdk.RunQueued)
+	if err != nil {
+		return sdk.WorkflowRun{}, err
+	}
+	resp, ok := body.(sdk.WorkflowRunResponse)
+	if !ok {
+		return sdk.WorkflowRun{}, fmt.Errorf("queue run: unexpected answer %T", body)
+	}
+	return resp.Data, nil
 }

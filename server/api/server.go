@@ -83,8 +83,6 @@ type Options struct {
 	// WebhookRate is the inbound deliveries per minute allowed per
 	// workspace and source; default DefaultWebhookRate.
 	WebhookRate int
-	// QueueRun queues the workflow run of a routed integration event.
-	QueueRun RunQueuer
 	// LeaseTTL is how long a worker's lease lives without a heartbeat
 	// (docs/workers.md); default DefaultLeaseTTL.
 	LeaseTTL time.Duration

@@ -67,7 +67,7 @@ func (s *Server) syncSession(c *call) (int, any, error) {
 			CreatedBy: c.p.Actor(), CreatedAt: c.now(), UpdatedAt: c.now()}
 		// Events are data, not decisions: the session's sync is audited,
 		// not each event.
-		err = s.st.CreateRecord(c.ctx(), &r, store.AuditEntry{})
+		err = s.st.CreateRecord(c.ctx(), &r, c.syncEventAudit(rec.ID, ev, req.UploadMode))
 		switch {
 		case errors.Is(err, store.ErrConflict):
 			res.Duplicate++ // stored by an earlier request that lost its answer
@@ -137,7 +137,7 @@ func (s *Server) upsertDaemonSession(c *call, key string, req sdk.SyncRequest, i
 				return store.Record{}, err
 			}
 			r := store.Record{ID: newRecordID(), WorkspaceID: c.ws.ID, Collection: "sessions", NaturalKey: key, Attributes: raw, CreatedBy: c.p.Actor(), CreatedAt: c.now(), UpdatedAt: c.now()}
-			err = s.st.CreateRecord(c.ctx(), &r, c.audit("session.sync.create", "sessions/"+r.ID, map[string]any{"daemon_session_id": ss.ID, "install_id": in.ID}))
+			err = s.st.CreateRecord(c.ctx(), &r, sessionCreatedAudit(c.audit("session.sync.create", "sessions/"+r.ID, map[string]any{"daemon_session_id": ss.ID, "install_id": in.ID}), r.ID, ss))
 			if errors.Is(err, store.ErrConflict) {
 				continue // a concurrent sync created it
 			}
@@ -160,7 +160,7 @@ func (s *Server) upsertDaemonSession(c *call, key string, req sdk.SyncRequest, i
 			raw, err := json.Marshal(a)
 			r.Attributes, r.UpdatedAt = raw, c.now()
 			return err
-		}, store.AuditEntry{})
+		}, c.sessionUpdateAudit(cur, ss))
 	}
 }
 

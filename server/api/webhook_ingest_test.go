@@ -92,6 +92,14 @@ func TestWebhookIngest(t *testing.T) {
 	otherSrc := inboundSource(t, s, other, "code-host", "other-workspace-secret-0000")
 	_ = otherSrc
 	putRoutes(t, s, owner, routesYAML)
+	// No executor offers claude yet: the match records why no run exists.
+	a0 := expect(t, postCodeHost(t, s, owner.Workspace, secret, "d-0", "issues", issueLabeled(6, "reeve", "too early")), 201, "delivery without an executor")
+	ev0 := dataOf(expect(t, do(t, s, "GET", "/api/integration-events/"+dataOf(a0)["event_id"].(string), owner.Token, nil, "X-Reeve-Workspace", owner.Workspace), 200, "get event"))
+	m0 := ev0["routing"].(map[string]any)["matched"].([]any)[0].(map[string]any)
+	if m0["status"] != "failed" || !strings.Contains(m0["error"].(string), "executor") {
+		t.Fatalf("a run without an executor: %v", m0)
+	}
+	expect(t, do(t, s, "POST", "/api/managed-executors", owner.Token, map[string]any{"name": "ci", "agents": []string{"claude", "gemini", "shell", "codex"}}, "X-Reeve-Workspace", owner.Workspace), 201, "executor")
 
 	body := issueLabeled(7, "reeve", "Fix the flaky login test")
 	a := expect(t, postCodeHost(t, s, owner.Workspace, secret, "d-1", "issues", body), 201, "signed delivery")
@@ -107,6 +115,15 @@ func TestWebhookIngest(t *testing.T) {
 	}
 	if ev["verification"].(map[string]any)["result"] != "verified" {
 		t.Fatalf("verification: %v", ev["verification"])
+	}
+	// The labelled issue queued a run of claude with the issue body as prompt.
+	runID, _ := m["workflow_run_id"].(string)
+	if runID == "" || m["status"] != "queued" {
+		t.Fatalf("no run queued: %v", m)
+	}
+	run := dataOf(expect(t, do(t, s, "GET", "/api/workflow-runs/"+runID, owner.Token, nil, "X-Reeve-Workspace", owner.Workspace), 200, "get run"))
+	if run["agent"] != "claude" || run["prompt"] != "Fix the flaky login test" || run["status"] != "queued" || run["repo"] != "o/r" {
+		t.Fatalf("queued run: %v", run)
 	}
 
 	// A label the route does not ask for starts nothing.
@@ -235,6 +252,12 @@ func TestWebhookIngest(t *testing.T) {
 	routing = rr["routing"].(map[string]any)
 	if routing["attempt"] != float64(2) || len(routing["matched"].([]any)) != 2 || len(routing["history"].([]any)) != 1 {
 		t.Fatalf("retry routing: %v", routing)
+	}
+	// The route that already queued its run is not run twice; the new one
+	// queues its own.
+	rm := routing["matched"].([]any)
+	if rm[0].(map[string]any)["workflow_run_id"] != runID || rm[1].(map[string]any)["agent"] != "shell" || rm[1].(map[string]any)["workflow_run_id"] == runID {
+		t.Fatalf("retry routing matches: %v", rm)
 	}
 	pk := expect(t, do(t, s, "GET", "/api/integration-events/"+evID+"/audit-packet", owner.Token, nil, "X-Reeve-Workspace", owner.Workspace), 200, "audit packet")
 	payload := verifyPacket(t, s, pk.Body)

@@ -362,3 +362,52 @@ func waitDeliveries(t *testing.T, s *servertest.Server, u servertest.User, endpo
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// The changes the outbound kinds name reach a subscribed receiver, each
+// verified by standardwebhooks: a machine paired, a session synced from it
+// (started, a permission requested and decided, ended) and a workflow
+// run's state changes.
+func TestOutboundEventsFromChanges(t *testing.T) {
+	rcv := startReceiver(t, 0)
+	s := servertest.Start(t, servertest.Options{Webhooks: fastRetries()})
+	u := s.NewUser("owner@example.com")
+	ep := createOutbound(t, s, u, rcv.URL, "*")
+	rcv.setSecrets(t, ep["secret"].(string))
+	inst := dataOf(expect(t, do(t, s, "POST", "/api/workspaces/"+u.Workspace+"/installs", u.Token, map[string]any{"name": "m1"}), 201, "install"))
+	daemon := inst["issue_token"].(string)
+	now := time.Now().UTC()
+	sess := map[string]any{"id": "s-1", "agent": "claude", "status": "running", "turns": 1, "created_at": now, "updated_at": now}
+	events := []map[string]any{
+		{"seq": 1, "kind": "agent-message", "ts": now, "data": map[string]any{"text": "hi"}},
+		{"seq": 2, "kind": "permission-request", "ts": now, "data": map[string]any{"tool": "Bash"}},
+		{"seq": 3, "kind": "permission-decision", "ts": now, "data": map[string]any{"decision": "allow"}},
+	}
+	expect(t, do(t, s, "POST", "/api/runtime/agent-sessions/sync", daemon, map[string]any{"session": sess, "events": events}), 200, "sync")
+	sess["status"], sess["ended_at"] = "exited", now
+	expect(t, do(t, s, "POST", "/api/runtime/agent-sessions/sync", daemon, map[string]any{"session": sess, "events": []any{}}), 200, "sync end")
+	expect(t, do(t, s, "POST", "/api/runtime/agent-sessions/sync", daemon, map[string]any{"session": sess, "events": []any{}}), 200, "sync again")
+	expect(t, do(t, s, "POST", "/api/managed-executors", u.Token, map[string]any{"name": "ci"}, "X-Reeve-Workspace", u.Workspace), 201, "executor")
+	run := dataOf(expect(t, do(t, s, "POST", "/api/workflow-runs", u.Token, map[string]any{"agent": "claude", "prompt": "p"}, "X-Reeve-Workspace", u.Workspace), 201, "run"))
+	expect(t, do(t, s, "POST", "/api/workflow-runs/"+run["id"].(string)+"/cancel", u.Token, map[string]any{}, "X-Reeve-Workspace", u.Workspace), 200, "cancel")
+
+	want := map[string]int{"install.paired": 1, "session.started": 1, "permission.requested": 1, "permission.decided": 1, "session.ended": 1, "workflow_run.state_changed": 2}
+	got := rcv.wait(t, "every kind", func(g []received) bool {
+		for k, n := range want {
+			if len(ofType(g, k)) < n {
+				return false
+			}
+		}
+		return true
+	})
+	for _, g := range got {
+		if g.Results[0] != "ok" {
+			t.Fatalf("%s did not verify: %v", g.Type, g.Results)
+		}
+	}
+	if n := len(ofType(got, "session.ended")); n != 1 {
+		t.Fatalf("session.ended delivered %d times", n)
+	}
+	if n := len(ofType(got, "session.started")); n != 1 {
+		t.Fatalf("session.started delivered %d times", n)
+	}
+}

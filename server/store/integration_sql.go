@@ -238,3 +238,39 @@ func (s *DB) ThrottleHit(ctx context.Context, workspaceID, source string, window
 	})
 	return hits, err
 }
+
+// runStateEvents are the run events that change a run's state; approval
+// nodes are a run's permission requests.
+var runStateEvents = map[string]string{
+	"run.created": "workflow_run.state_changed", "run.status": "workflow_run.state_changed", "lease.granted": "workflow_run.state_changed",
+	"lease.expired": "workflow_run.state_changed", "lease.released": "workflow_run.state_changed", "run.completed": "workflow_run.state_changed",
+	"approval.requested": "permission.requested", "approval.decided": "permission.decided",
+}
+
+// emitRunEvents turns a run's state changes into outbound events, in the
+// transaction that writes them.
+func emitRunEvents(tx *Tx, r WorkflowRun, events []RunEvent) error {
+	var out []OutboundEvent
+	for _, e := range events {
+		kind, ok := runStateEvents[e.Kind]
+		if !ok {
+			continue
+		}
+		data := map[string]any{"workflow_run_id": r.ID, "status": r.Status, "agent": r.Agent, "event": e.Kind, "actor": e.Actor}
+		if len(e.Data) > 0 {
+			data["detail"] = json.RawMessage(e.Data)
+		}
+		if kind != "workflow_run.state_changed" {
+			data["source"] = "workflow_run"
+		}
+		out = append(out, OutboundEvent{Kind: kind, Data: data})
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	at := time.Now()
+	if len(events) > 0 && !events[0].CreatedAt.IsZero() {
+		at = events[0].CreatedAt
+	}
+	return emitWebhooks(tx, r.WorkspaceID, out, at)
+}

@@ -223,7 +223,7 @@ func insertRunEvents(tx *Tx, r WorkflowRun, events []RunEvent) error {
 			return fmt.Errorf("append run event: %w", err)
 		}
 	}
-	return nil
+	return emitRunEvents(tx, r, events)
 }
 
 func (s *DB) CreateRun(ctx context.Context, r *WorkflowRun, events []RunEvent, audit AuditEntry) error {
