@@ -100,3 +100,65 @@ func TestCodexChannelAfterWorkerKill(t *testing.T) {
 		t.Fatalf("manifest approvals %+v (agent session %q)", m.Approvals, m.AgentSessionID)
 	}
 }
+
+// Codex's own apply_patch (the freeform tool, as the model calls it) goes
+// through the daemon's decisions with its files: a patch creating .env
+// or writing outside the working directory is denied by the policy and
+// not applied, a harmless one is applied; each decision names the files
+// and the call id that the patch's tool-call and tool-result carry.
+func TestCodexFreeformPatchesAreDecidedByFile(t *testing.T) {
+	exe := agenttest.Codex(t)
+	work, outside := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(work, ".reeve"), 0o755)
+	os.WriteFile(filepath.Join(work, ".reeve", "policy.yaml"), []byte("version: 1\ndeny:\n  - name: secrets\n    paths: [\".env\"]\n  - name: outside\n    outside_workdir: true\n"), 0o644)
+	srv := agenttest.NewOpenAIServer(t, agenttest.OpenAIOptions{Turns: []agenttest.Turn{
+		{Text: "Patching.", Calls: []agenttest.ToolCall{
+			agenttest.ApplyPatch("*** Begin Patch\n*** Add File: .env\n+TOKEN=stolen\n*** End Patch\n"),
+			agenttest.ApplyPatch("*** Begin Patch\n*** Add File: " + filepath.Join(outside, "planted.txt") + "\n+x\n*** End Patch\n"),
+			agenttest.ApplyPatch("*** Begin Patch\n*** Add File: notes.txt\n+fine\n*** End Patch\n"),
+		}},
+		{Text: "Done."},
+	}})
+	codexHome := agenttest.CodexHome(t, agenttest.CodexHomeOptions{BaseURL: srv.URL})
+	h := newHome(t)
+	h.env = append(agenttest.CodexEnv(codexHome, t.TempDir()), "REEVE_CODEX_PATH="+exe)
+	h.start()
+	r := h.must("run", work, "--agent", "codex", "--mode", "bypass", "--prompt", "patch", "--wait", "--timeout", "180", "--json")
+	si := h.sessionInfo(r.stdout)
+	if _, err := os.Stat(filepath.Join(work, "notes.txt")); err != nil {
+		t.Fatalf("the harmless patch was not applied (%s %s): %v", si.Status, si.StatusReason, err)
+	}
+	for _, f := range []string{filepath.Join(work, ".env"), filepath.Join(outside, "planted.txt")} {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("%s was written despite the policy", f)
+		}
+	}
+	evs := h.logEvents(si.ID)
+	calls := map[string]bool{}
+	for _, e := range evs {
+		if e.Kind == wire.KindToolCall {
+			var c wire.ToolCall
+			json.Unmarshal(e.Data, &c)
+			calls[c.ID] = true
+		}
+	}
+	byRule := map[string][]string{}
+	for _, d := range decisions(evs) {
+		if d.Tool != "apply_patch" {
+			continue
+		}
+		if len(d.Paths) == 0 || !calls[d.ToolUseID] {
+			t.Errorf("decision %+v names no file, or no tool-call of its call", d)
+		}
+		byRule[d.Decision+" "+d.DecidedBy] = append(byRule[d.Decision+" "+d.DecidedBy], d.Paths...)
+	}
+	if p := byRule["deny policy:secrets"]; len(p) != 1 || !strings.HasSuffix(p[0], ".env") {
+		t.Errorf("secrets: %v", byRule)
+	}
+	if p := byRule["deny policy:outside"]; len(p) != 1 || !strings.Contains(p[0], "planted.txt") {
+		t.Errorf("outside: %v", byRule)
+	}
+	if p := byRule["allow mode:bypass"]; len(p) != 1 || !strings.HasSuffix(p[0], "notes.txt") {
+		t.Errorf("allowed: %v", byRule)
+	}
+}
