@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/cobra/doc"
 
 	"reeve.dev/reeve/hookbridge/hookprog"
 	"reeve.dev/reeve/internal/atomicfile"
@@ -167,7 +166,6 @@ func (o *installOptions) generated() ([]genFile, error) {
 		}
 		out = append(out, genFile{Kind: "completion", Path: filepath.Join(o.completionDir(), c.name), content: b.Bytes()})
 	}
-	hdr := &doc.GenManHeader{Title: "REEVE", Section: "1", Source: "reeve", Manual: "reeve manual", Date: &manDate}
 	var walk func(*cobra.Command) error
 	walk = func(c *cobra.Command) error {
 		if !c.IsAvailableCommand() && c != o.root || c.IsAdditionalHelpTopicCommand() {
@@ -179,10 +177,7 @@ func (o *installOptions) generated() ([]genFile, error) {
 			}
 		}
 		var b bytes.Buffer
-		h := *hdr
-		if err := doc.GenMan(c, &h, &b); err != nil {
-			return fmt.Errorf("man page of %s: %w", c.CommandPath(), err)
-		}
+		writeMan(&b, c, manDate)
 		name := strings.ReplaceAll(c.CommandPath(), " ", "-") + ".1"
 		out = append(out, genFile{Kind: "man-page", Path: filepath.Join(o.manDir(), name), content: b.Bytes()})
 		return nil
