@@ -58,7 +58,7 @@ func TestPlaceholderRoundTrip(t *testing.T) {
 	}
 	// DELETE answers the deleted record; then it is gone.
 	expect(t, do(t, s, "DELETE", "/api/provider-keys/x", u.Token, nil), 404, "delete missing")
-	pk, err := u.Client.CreateRecord(ctx, "/api/provider-keys", map[string]any{"provider": "other", "mode": "managed_byok"})
+	pk, err := u.Client.CreateRecord(ctx, "/api/provider-keys", map[string]any{"provider": "other", "mode": "managed_pass_through"})
 	if err != nil {
 		t.Fatal(err)
 	}

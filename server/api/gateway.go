@@ -19,6 +19,9 @@ func (s *Server) moneyHandlers() map[string]handlerFunc {
 		"postApiRuntimeInternalGatewayWorkspacesWorkspaceUsage": s.gatewayUsage,
 		"listGatewayLedger": s.gatewayLedger,
 	}
+	for k, v := range s.billingHandlers() {
+		m[k] = v
+	}
 	for k, v := range s.providerKeyHandlers() {
 		m[k] = v
 	}

@@ -46,8 +46,55 @@ func providerKeySchema() schema {
 	})
 }
 
+func billingAccountSchema() schema {
+	return object([]string{"provider", "status", "has_customer"}, schema{
+		"provider": enum("payments", "manual"), "status": enum("none", "active", "past_due", "canceled"),
+		"has_customer": typ("boolean"), "reconciled_at": typ("string", "null"),
+	})
+}
+
+func billingInvoiceSchema() schema {
+	return object([]string{"id", "status", "currency", "amount_due", "amount_paid", "created_at"}, schema{
+		"id": tString(), "number": tString(), "status": tString(), "currency": tString(),
+		"amount_due": described(tInt(), "cents"), "amount_paid": described(tInt(), "cents"),
+		"period_start": typ("string", "null"), "period_end": typ("string", "null"), "created_at": tString(),
+		"usage_usd": described(tString(), "The ledger total behind a manual statement."),
+	})
+}
+
+func billingRedirectResponse() schema {
+	return object([]string{"data"}, schema{"data": object([]string{"redirect_url", "provider", "status"}, schema{
+		"redirect_url": described(tString(), "Where to send the browser; the provider's session itself is never returned."),
+		"provider":     enum("payments", "manual"), "status": tString(),
+	})})
+}
+
 func moneyResponseSchemas() map[string]schema {
 	return map[string]schema{
+		"BillingCheckoutSessionResponse": billingRedirectResponse(),
+		"BillingPortalSessionResponse":   billingRedirectResponse(),
+		"BillingCustomerReconciliationResponse": object([]string{"data"}, schema{"data": object([]string{"reconciled", "source", "account"}, schema{
+			"reconciled": typ("boolean"), "source": enum("recorded", "provider", "none"), "account": billingAccountSchema(), "invoices": tInt(),
+		})}),
+		"BillingInvoiceCollectionResponse":     object([]string{"data", "meta"}, schema{"data": arrayOf(billingInvoiceSchema()), "meta": ref("ListMeta")}),
+		"BillingInvoiceReconciliationResponse": object([]string{"data"}, schema{"data": billingInvoiceSchema()}),
+		"BillingPaymentMethodResponse": object([]string{"data"}, schema{"data": object([]string{"brand", "last4"}, schema{
+			"brand": typ("string", "null"), "last4": typ("string", "null"),
+		})}),
+		"BillingPricingCatalogResponse": object([]string{"data"}, schema{"data": object([]string{"billing_mode", "billable_unit", "currency", "pass_through_providers"}, schema{
+			"billing_mode": enum("subscription_with_usage", "manual"), "billable_unit": tString(), "currency": tString(),
+			"pass_through_providers": arrayOf(tString()),
+		})}),
+		"BillingSummaryResponse": object([]string{"data"}, schema{"data": object([]string{"period_start", "period_end", "total_usd", "entries", "budget", "account"}, schema{
+			"period_start": tString(), "period_end": tString(), "total_usd": tString(), "entries": tInt(),
+			"input_tokens": tInt(), "output_tokens": tInt(), "by_model": schema{"type": "object", "additionalProperties": tString()},
+			"budget": budgetStatusSchema(), "account": billingAccountSchema(),
+		})}),
+		"PaymentWebhookStatusResponse": object([]string{"data"}, schema{"data": object([]string{"provider", "configured", "endpoint", "received", "duplicates", "by_outcome"}, schema{
+			"provider": enum("payments", "manual"), "configured": typ("boolean"), "endpoint": tString(), "tolerance_seconds": tInt(),
+			"received": tInt(), "duplicates": tInt(), "by_outcome": schema{"type": "object", "additionalProperties": tInt()},
+			"last_received_at": typ("string", "null"),
+		})}),
 		"ProviderKeyResponse":           object([]string{"data"}, schema{"data": providerKeySchema()}),
 		"ProviderKeyCollectionResponse": object([]string{"data", "meta"}, schema{"data": arrayOf(providerKeySchema()), "meta": ref("ListMeta")}),
 		"ProviderKeyMaterialResponse": object([]string{"data"}, schema{"data": object([]string{"provider_key_id", "provider", "mode", "version", "fingerprint", "secret"}, schema{

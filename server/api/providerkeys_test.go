@@ -38,10 +38,16 @@ func (s *syncBuffer) String() string {
 
 // startLogged runs a server whose debug log goes to logs.
 func startLogged(t *testing.T, logs *syncBuffer) *servertest.Server {
+	return startHost(t, host.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+}
+
+// startHost runs a server with o (its listener and data directory set
+// here) until the test ends.
+func startHost(t *testing.T, o host.Options) *servertest.Server {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "data")
-	h, err := host.New(context.Background(), host.Options{Listen: "127.0.0.1:0", DataDir: dir,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	o.Listen, o.DataDir = "127.0.0.1:0", dir
+	h, err := host.New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -563,7 +563,8 @@ func specRoutes() []Route {
 		placeholder("GET", rp+"/{reviewPacket}/export", "Review Packets"))
 
 	add(ingestRoutes()...) // webhook_ingest.go
-	add(many("Webhooks", "POST", "/api/webhooks/payments/events")...)
+	add(placeholder("POST", "/api/webhooks/payments/events", "Webhooks").success(200).errs(409, 413).
+		summary("The payments provider's billing events, signed t=<unix>,v1=<hmac> (5-minute tolerance): 200 applied, 401 bad or stale signature, 409 an event id received before, 404 when no payments webhook is configured"))
 	add(teamResourceRoutes()...) // the service's own (teamresources.go)
 	add(workerRoutes()...)       // the service's own (leases.go)
 	tuneWorkflowRoutes(t)        // bodies and answers of the workflow-run and executor rows (workflows.go)

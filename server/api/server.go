@@ -17,6 +17,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"reeve.dev/reeve/server/auth"
+	"reeve.dev/reeve/server/payments"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/secrets"
 	"reeve.dev/reeve/server/store"
@@ -75,6 +76,8 @@ type Options struct {
 	// Invitations, when set, is told about each new invitation with its
 	// accept link (the operator's console, until the server sends mail).
 	Invitations func(InvitationNotice)
+	// Payments is the billing provider; default the built-in manual one.
+	Payments payments.Provider
 	// Version is reported by /api/health.
 	Version string
 	// Webhooks configures the outbound webhook dispatcher (Store, Secrets

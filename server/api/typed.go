@@ -36,8 +36,6 @@ func (s *Server) typedHandlers() map[string]handlerFunc {
 		"decideAgentSessionAccessRequest":           s.decideSessionAccess,
 		"listAgentSessionEvents":                    s.sessionEvents,
 		"showAgentSessionCollaboration":             s.sessionEvents,
-		"reconcileBillingCustomer":                  s.reconcileCustomer,
-		"createBillingPortalSession":                s.portalSession,
 		"getResourceSupportWorkspacePosture":        s.posture,
 		"getSupportWorkspacePosture":                s.posture,
 		"createSupportAccessRequest":                s.createSupportRequest,
@@ -82,33 +80,6 @@ func queryIntValue(v any, def int64) int64 {
 	return def
 }
 
-const billingCustomer = "billing/customer"
-
-func (s *Server) reconcileCustomer(c *call) (int, any, error) {
-	c.body = map[string]any{"reconciled_at": c.now(), "reconciled_by": c.p.Actor(), "status": "reconciled"}
-	rec, err := c.upsertSingleton(billingCustomer, true)
-	if err != nil {
-		return 0, nil, err
-	}
-	return 200, sdk.RecordResponse{Data: rec}, nil
-}
-
-func (s *Server) portalSession(c *call) (int, any, error) {
-	if _, err := s.st.RecordByKey(c.ctx(), c.ws.ID, billingCustomer, singletonKey); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return 0, nil, errorf(http.StatusNotFound, sdk.CodeBillingNoCustomer, "no billing customer has been reconciled for this workspace yet")
-		}
-		return 0, nil, err
-	}
-	input := map[string]any{"return_url": c.body["return_url"]}
-	rec, err := c.recordAction("billing/portal-session", "portal-session", input)
-	if err != nil {
-		return 0, nil, err
-	}
-	rec.Attributes["redirect_url"] = s.opts.AppURL + "/billing/portal?session=" + rec.ID
-	return 200, sdk.RecordResponse{Data: rec}, nil
-}
-
 // posture is the redacted workspace posture: counts and modes, no ids of
 // people, no secrets.
 func (s *Server) posture(c *call) (int, any, error) {
@@ -130,10 +101,13 @@ func (s *Server) posture(c *call) (int, any, error) {
 			approved++
 		}
 	}
-	_, billing := s.st.RecordByKey(c.ctx(), c.ws.ID, billingCustomer, singletonKey)
+	acct, err := s.st.BillingAccount(c.ctx(), c.ws.ID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return 0, nil, err
+	}
 	return 200, map[string]any{"data": map[string]any{
 		"workspace_id": c.ws.ID, "policy_mode": c.ws.PolicyMode, "member_count": len(members), "install_count": len(installs),
-		"approved_support_access": approved, "billing_customer_reconciled": billing == nil, "audit_retention_days": c.ws.AuditRetentionDays,
+		"approved_support_access": approved, "billing_customer_reconciled": acct.CustomerRef != "", "billing_status": acct.Status, "audit_retention_days": c.ws.AuditRetentionDays,
 	}}, nil
 }
 

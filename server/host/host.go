@@ -23,6 +23,7 @@ import (
 	"reeve.dev/reeve/internal/version"
 	"reeve.dev/reeve/server/api"
 	"reeve.dev/reeve/server/auth"
+	"reeve.dev/reeve/server/payments"
 	"reeve.dev/reeve/server/relay"
 	"reeve.dev/reeve/server/secrets"
 	"reeve.dev/reeve/server/store"
@@ -68,6 +69,10 @@ type Options struct {
 	// NoRelay leaves /ws unserved, for deployments whose relay_url points
 	// at separate `reeve relay` processes.
 	NoRelay bool
+	// Payments is the billing provider; nil: what the environment
+	// configures (payments.FromEnv: the hosted API with
+	// REEVE_PAYMENTS_API_KEY, else the built-in manual provider).
+	Payments payments.Provider
 	// Relay tunes the embedded relay (Control and Logger are set here).
 	Relay relay.Options
 	// Webhooks tunes the outbound webhook dispatcher (targets, retries);
@@ -237,6 +242,12 @@ func (h *Host) assemble(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	pay := o.Payments
+	if pay == nil {
+		if pay, err = payments.FromEnv(nil); err != nil {
+			return err
+		}
+	}
 	a, err = api.New(api.Options{
 		Store: h.st, BaseURL: h.origin, AppURL: o.AppURL, RelayURL: o.RelayURL,
 		Signer: signer, Secrets: h.ring, Login: h.links, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL, LeaseTTL: o.LeaseTTL,
@@ -244,6 +255,7 @@ func (h *Host) assemble(ctx context.Context) error {
 		Invitations: h.announceInvitation,
 		Webhooks:    o.Webhooks, WebhookRate: o.WebhookRate,
 		Evidence: &auth.EvidenceSigner{Store: h.evidenceKeys()},
+		Payments: pay,
 	})
 	if err != nil {
 		return err

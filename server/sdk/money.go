@@ -7,6 +7,7 @@ const (
 	CodeIdempotencyConflict = "idempotency_conflict" // 409: an idempotency key reused with another body
 	CodePaymentsSignature   = "signature_invalid"    // 400: a payments webhook whose signature does not verify
 	CodePaymentsReplay      = "event_replayed"       // 409: a payments webhook event id seen before
+	CodeNotConfigured       = "not_configured"       // 404: the payments webhook has no secret on this server
 )
 
 // LedgerEntry is a finalized gateway usage record. Money is a decimal

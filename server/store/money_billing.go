@@ -60,7 +60,7 @@ type PaymentEvent struct {
 // PaymentEventStats counts the events received per provider.
 type PaymentEventStats struct {
 	Received   int64
-	Duplicates int64 // not stored: counted by the caller
+	Duplicates int64 // deliveries of an event id already recorded
 	Last       *time.Time
 	ByOutcome  map[string]int64
 }
@@ -190,7 +190,8 @@ func (s *DB) RecordPaymentEvent(ctx context.Context, ev PaymentEvent, apply func
 			return fmt.Errorf("record payment event: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return nil
+			_, err := tx.Exec(`UPDATE payment_events SET duplicates = duplicates + 1 WHERE provider = ? AND event_id = ?`, ev.Provider, ev.EventID)
+			return err
 		}
 		fresh = true
 		if apply != nil {
@@ -198,24 +199,28 @@ func (s *DB) RecordPaymentEvent(ctx context.Context, ev PaymentEvent, apply func
 		}
 		return nil
 	})
-	return fresh, err
+	if err != nil {
+		return false, err
+	}
+	return fresh, nil
 }
 
 // PaymentEventStats counts a provider's recorded events by outcome.
 func (s *DB) PaymentEventStats(ctx context.Context, provider string) (PaymentEventStats, error) {
 	st := PaymentEventStats{ByOutcome: map[string]int64{}}
-	rows, err := s.query(ctx, `SELECT outcome, COUNT(*), MAX(received_at) FROM payment_events WHERE provider = ? GROUP BY outcome`, provider)
+	rows, err := s.query(ctx, `SELECT outcome, COUNT(*), SUM(duplicates), MAX(received_at) FROM payment_events WHERE provider = ? GROUP BY outcome`, provider)
 	if err != nil {
 		return st, fmt.Errorf("payment event stats: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var o string
-		var n int64
+		var n, dups int64
 		var last sql.NullString
-		if err := rows.Scan(&o, &n, &last); err != nil {
+		if err := rows.Scan(&o, &n, &dups, &last); err != nil {
 			return st, err
 		}
+		st.Duplicates += dups
 		st.ByOutcome[o] = n
 		st.Received += n
 		if t := nullTS(last); t != nil && (st.Last == nil || t.After(*st.Last)) {

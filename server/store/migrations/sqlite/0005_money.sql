@@ -82,13 +82,15 @@ CREATE TABLE billing_invoices (
 );
 CREATE INDEX billing_invoices_by_workspace ON billing_invoices(workspace_id, created_at);
 
--- Payment webhook events seen, for dedupe.
+-- Payment webhook events seen, for dedupe; duplicates counts the
+-- deliveries of an event id after the first.
 CREATE TABLE payment_events (
     provider     TEXT NOT NULL,
     event_id     TEXT NOT NULL,
     type         TEXT NOT NULL,
     workspace_id TEXT NOT NULL DEFAULT '',
     outcome      TEXT NOT NULL,
+    duplicates   INTEGER NOT NULL DEFAULT 0,
     received_at  TEXT NOT NULL,
     PRIMARY KEY (provider, event_id)
 );
