@@ -147,7 +147,11 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 		ch.shutdown()
 		m.closeAll()
 		evidence.Close()
-		return nil, fmt.Errorf("codex: the decision channel is not working, so the turn does not start: %w%s", err, ptyrun.StderrNote(r.Stderr, false, ""))
+		what := "the app-server did not start the turn"
+		if t.Hook != nil {
+			what = "the decision channel is not working, so the turn does not start"
+		}
+		return nil, fmt.Errorf("codex: %s: %w%s", what, err, ptyrun.StderrNote(r.Stderr, false, ""))
 	}
 	if err := ch.open(t, a.initTimeout(), p.Done()); err != nil {
 		return fail(err)

@@ -231,8 +231,18 @@ func TestCodexCrashAtStart(t *testing.T) {
 	}
 	var rec recorder
 	_, err := adapterFor(bad).StartTurn(testContext(t), agents.Turn{Prompt: "hi", Dir: t.TempDir()}, rec.Emit)
-	if err == nil || !strings.Contains(err.Error(), "the decision channel is not working") || !strings.Contains(err.Error(), "Error: config.toml is broken") {
+	if err == nil || !strings.Contains(err.Error(), "the app-server did not start the turn") || !strings.Contains(err.Error(), "Error: config.toml is broken") {
 		t.Fatalf("start: %v", err)
+	}
+	// Governed, the same crash is a decision channel that does not work.
+	_, err = adapterFor(bad).StartTurn(testContext(t), agents.Turn{Prompt: "hi", Dir: t.TempDir(),
+		Hook: &agents.Hook{Command: func(string) string { return "true" }, Decide: func(context.Context, agents.ToolUse) agents.Verdict { return agents.Verdict{} }}}, rec.Emit)
+	if err == nil || !strings.Contains(err.Error(), "the decision channel is not working, so the turn does not start") {
+		t.Fatalf("governed start: %v", err)
+	}
+	// A governed turn without an in-band decision function does not start.
+	if _, err := adapterFor(bad).StartTurn(testContext(t), agents.Turn{Prompt: "hi", Hook: &agents.Hook{Command: func(string) string { return "true" }}}, rec.Emit); err == nil {
+		t.Fatal("a governed turn started without a decision function")
 	}
 	missing := adapterFor(filepath.Join(t.TempDir(), "nope"))
 	if info := missing.Describe(context.Background()); info.Installed || !strings.Contains(info.Problem, EnvPath) {

@@ -234,7 +234,10 @@ func (c *channel) line(raw []byte) {
 		reply, ok := c.waiting[idKey(e.ID)]
 		c.mu.Unlock()
 		if ok {
-			reply <- rpcReply{Result: e.Result, Err: e.Error}
+			select {
+			case reply <- rpcReply{Result: e.Result, Err: e.Error}:
+			default: // a second response to one request; the first counts
+			}
 		}
 	}
 }
