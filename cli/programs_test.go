@@ -48,6 +48,14 @@ func testPrograms() Programs {
 			return ServerLoginLinkResult{Link: link, ExpiresAt: exp}, err
 		},
 		DefaultDataDir: host.DefaultDataDir,
+		EvidenceKeys: func(ctx context.Context, o ServerDBRequest, rotate bool) (ServerEvidenceKeys, error) {
+			r, err := host.EvidenceKeys(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL}, rotate)
+			out := ServerEvidenceKeys{Rotated: r.Rotated, Keys: []ServerEvidenceKey{}}
+			for _, k := range r.Keys {
+				out.Keys = append(out.Keys, ServerEvidenceKey{Kid: k.Kid, Status: k.Status, Alg: k.Alg, X: k.X})
+			}
+			return out, err
+		},
 		Migrate: func(ctx context.Context, o ServerDBRequest) (ServerMigration, error) {
 			m, err := host.Migrate(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL})
 			return ServerMigration(m), err

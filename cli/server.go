@@ -55,6 +55,9 @@ type ServerPrograms struct {
 	// LoginLink issues a one-time login link for an existing user on the
 	// data directory; an unknown user wraps ErrServerNotFound.
 	LoginLink func(ctx context.Context, o ServerLoginLinkRequest) (ServerLoginLinkResult, error)
+	// EvidenceKeys lists the evidence signing keys, rotating first when
+	// asked, on the database directly.
+	EvidenceKeys func(ctx context.Context, o ServerDBRequest, rotate bool) (ServerEvidenceKeys, error)
 	// Migrate, Export and Import work on the database directly.
 	Migrate func(ctx context.Context, o ServerDBRequest) (ServerMigration, error)
 	Export  func(ctx context.Context, o ServerDBRequest, w io.Writer) (ServerDumpSummary, error)
@@ -117,6 +120,7 @@ func newServerCmd(env *Env) *cobra.Command {
 	cmd.AddCommand(newServerInviteCmd(env), newServerLoginLinkCmd(env))
 	cmd.AddCommand(newServerMigrateCmd(env), newServerExportCmd(env), newServerImportCmd(env))
 	cmd.AddCommand(newServerMasterKeyCmd(env))
+	cmd.AddCommand(newServerKeysCmd(env))
 	return cmd
 }
 

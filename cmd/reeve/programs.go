@@ -85,6 +85,14 @@ func ServerPrograms() cli.ServerPrograms {
 			return cli.ServerLoginLinkResult{Link: link, ExpiresAt: exp}, err
 		},
 		DefaultDataDir: host.DefaultDataDir,
+		EvidenceKeys: func(ctx context.Context, o cli.ServerDBRequest, rotate bool) (cli.ServerEvidenceKeys, error) {
+			r, err := host.EvidenceKeys(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL}, rotate)
+			out := cli.ServerEvidenceKeys{Rotated: r.Rotated, Keys: []cli.ServerEvidenceKey{}}
+			for _, k := range r.Keys {
+				out.Keys = append(out.Keys, cli.ServerEvidenceKey{Kid: k.Kid, Status: k.Status, Alg: k.Alg, X: k.X})
+			}
+			return out, err
+		},
 		Migrate: func(ctx context.Context, o cli.ServerDBRequest) (cli.ServerMigration, error) {
 			m, err := host.Migrate(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL})
 			return cli.ServerMigration(m), err

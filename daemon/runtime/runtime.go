@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -318,12 +319,12 @@ func startSessionSync(ctx context.Context, opts Options, launch home.Launch, st 
 		return // not paired
 	}
 	y, err := sessionsync.New(sessionsync.Options{
-		Source: sessionsync.StoreSource{Store: st, Branch: func(s store.Session) string {
+		Source: &sessionsync.StoreSource{Store: st, Branch: func(s store.Session) string {
 			if s.Worktree == "" {
 				return ""
 			}
 			return worktree.BranchName(s.ID)
-		}},
+		}, StateDir: func(id string) string { return filepath.Join(string(opts.Home), "sessions", id) }},
 		Publisher:  &sdk.Client{BaseURL: rc.ServerURL, Token: rc.IssueToken, HTTP: &http.Client{Timeout: 60 * time.Second}},
 		CursorFile: opts.Home.SessionSyncFile(),
 		Mode:       mode,

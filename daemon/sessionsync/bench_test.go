@@ -25,7 +25,7 @@ func BenchmarkSync(b *testing.B) {
 		b.Fatal(err)
 	}
 	st, sess := daemonStore(b)
-	y, err := sessionsync.New(sessionsync.Options{Source: sessionsync.StoreSource{Store: st}, Publisher: s.Client(in.IssueToken), CursorFile: filepath.Join(b.TempDir(), "c.json")})
+	y, err := sessionsync.New(sessionsync.Options{Source: &sessionsync.StoreSource{Store: st}, Publisher: s.Client(in.IssueToken), CursorFile: filepath.Join(b.TempDir(), "c.json")})
 	if err != nil {
 		b.Fatal(err)
 	}

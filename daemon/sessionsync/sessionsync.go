@@ -29,6 +29,12 @@ type Source interface {
 	Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]sdk.SyncEvent, error)
 }
 
+// Detailer is a Source that adds costly fields (file digests) to a
+// session only when it is about to be published.
+type Detailer interface {
+	Detail(ctx context.Context, s *sdk.SyncSession) error
+}
+
 // Publisher sends one batch; *sdk.Client with an issue token is one.
 type Publisher interface {
 	SyncSession(ctx context.Context, req sdk.SyncRequest) (sdk.SyncResult, error)
@@ -153,6 +159,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (int, error) {
 
 func (s *Syncer) syncSession(ctx context.Context, ss sdk.SyncSession) (int, error) {
 	stored := 0
+	detailed := false
 	for {
 		acked := s.cur.Acked[ss.ID]
 		evs, err := s.opts.Source.Events(ctx, ss.ID, acked, s.opts.Batch)
@@ -161,6 +168,12 @@ func (s *Syncer) syncSession(ctx context.Context, ss sdk.SyncSession) (int, erro
 		}
 		if len(evs) == 0 && s.cur.Published[ss.ID].Equal(ss.UpdatedAt) {
 			return stored, nil
+		}
+		if d, ok := s.opts.Source.(Detailer); ok && !detailed {
+			if err := d.Detail(ctx, &ss); err != nil {
+				return stored, fmt.Errorf("describe: %w", err)
+			}
+			detailed = true
 		}
 		for i := range evs {
 			switch s.opts.Mode {

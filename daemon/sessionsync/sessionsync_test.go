@@ -111,7 +111,7 @@ func TestSyncSurvivesServerAndDaemonRestarts(t *testing.T) {
 	pub := &switchable{c: s.Client(in.IssueToken)}
 	cursor := filepath.Join(t.TempDir(), "sync.json")
 	newSyncer := func() *sessionsync.Syncer {
-		y, err := sessionsync.New(sessionsync.Options{Source: sessionsync.StoreSource{Store: st}, Publisher: pub, CursorFile: cursor, Batch: 50})
+		y, err := sessionsync.New(sessionsync.Options{Source: &sessionsync.StoreSource{Store: st}, Publisher: pub, CursorFile: cursor, Batch: 50})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +141,7 @@ func TestSyncSurvivesServerAndDaemonRestarts(t *testing.T) {
 	// The daemon restarts (a new syncer from the cursor file) and a
 	// second syncer with no cursor races it: nothing is stored twice.
 	appendEvents(t, st, sess.ID, 201, 30)
-	other, err := sessionsync.New(sessionsync.Options{Source: sessionsync.StoreSource{Store: st}, Publisher: pub, CursorFile: filepath.Join(t.TempDir(), "fresh.json")})
+	other, err := sessionsync.New(sessionsync.Options{Source: &sessionsync.StoreSource{Store: st}, Publisher: pub, CursorFile: filepath.Join(t.TempDir(), "fresh.json")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,21 +2,49 @@ package sessionsync
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"io"
+	"os"
 	"path/filepath"
+	"sort"
+	"sync"
+	"time"
 
 	"reeve.dev/reeve/daemon/store"
+	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/server/sdk"
 )
 
-// StoreSource reads the daemon's store.
+// StoreSource reads the daemon's store. Use it by pointer: it keeps the
+// digests of evidence files it has hashed.
 type StoreSource struct {
 	Store *store.Store
 	// Branch names a session's worktree branch; nil leaves it empty.
 	Branch func(store.Session) string
+	// StateDir is a session's private directory (the agent's settings and
+	// raw output, one file per turn), whose files are the session's
+	// evidence; nil sends none.
+	StateDir func(sessionID string) string
+
+	mu      sync.Mutex
+	digests map[string]fileDigest // path → digest of a file as last seen
 }
 
-func (s StoreSource) Sessions(ctx context.Context) ([]sdk.SyncSession, error) {
+// fileDigest is a file's SHA-256 as of its size and modification time, so
+// a file that has not changed is not read again.
+type fileDigest struct {
+	size int64
+	mod  time.Time
+	sum  string
+}
+
+// maxEvidenceFiles bounds the files listed per session (the schema's
+// limit): the newest are kept.
+const maxEvidenceFiles = 50
+
+func (s *StoreSource) Sessions(ctx context.Context) ([]sdk.SyncSession, error) {
 	ss, err := s.Store.ListSessions(ctx, store.SessionFilter{})
 	if err != nil {
 		return nil, err
@@ -31,12 +59,13 @@ func (s StoreSource) Sessions(ctx context.Context) ([]sdk.SyncSession, error) {
 			}
 			dirs[x.DirectoryID] = name
 		}
-		var m struct {
-			Turns int `json:"turns"`
-		}
+		var m wire.Manifest
 		_ = json.Unmarshal(x.Manifest, &m)
 		o := sdk.SyncSession{ID: x.ID, DirectoryName: name, Agent: x.Agent, Model: x.Model, Status: string(x.Status), Turns: m.Turns,
-			CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt}
+			CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt, Mode: m.PermissionMode, Guarded: m.Guarded, AgentVersion: m.AgentVersion}
+		if m.AgentPath != "" {
+			o.CommandLine = []string{m.AgentPath}
+		}
 		if !x.EndedAt.IsZero() {
 			t := x.EndedAt
 			o.EndedAt = &t
@@ -49,7 +78,98 @@ func (s StoreSource) Sessions(ctx context.Context) ([]sdk.SyncSession, error) {
 	return out, nil
 }
 
-func (s StoreSource) Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]sdk.SyncEvent, error) {
+// Detail adds what costs file reads to a session about to be published:
+// the policy's hash and the evidence files' digests (the policy file, the
+// agent's executable and the session's state directory). Unchanged files
+// are not hashed again.
+func (s *StoreSource) Detail(ctx context.Context, o *sdk.SyncSession) error {
+	x, err := s.Store.Session(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	var m wire.Manifest
+	_ = json.Unmarshal(x.Manifest, &m)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.digests == nil {
+		s.digests = map[string]fileDigest{}
+	}
+	var files []sdk.EvidenceFile
+	add := func(role, path string) {
+		if f, ok := s.digest(path); ok {
+			files = append(files, sdk.EvidenceFile{Role: role, Path: path, SHA256: f.sum, Size: f.size})
+		}
+	}
+	if m.PolicyFile != "" {
+		if f, ok := s.digest(m.PolicyFile); ok {
+			o.PolicyHash = "sha256:" + f.sum
+		}
+		add("policy", m.PolicyFile)
+	}
+	if m.AgentPath != "" {
+		add("agent", m.AgentPath)
+	}
+	if s.StateDir != nil {
+		dir := s.StateDir(o.ID)
+		ents, _ := os.ReadDir(dir)
+		type named struct {
+			name string
+			mod  time.Time
+		}
+		var list []named
+		for _, e := range ents {
+			if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+				list = append(list, named{e.Name(), info.ModTime()})
+			}
+		}
+		// Newest first, so the cap drops the oldest turns' output.
+		sort.Slice(list, func(i, j int) bool {
+			if !list[i].mod.Equal(list[j].mod) {
+				return list[i].mod.After(list[j].mod)
+			}
+			return list[i].name < list[j].name
+		})
+		for _, e := range list {
+			if len(files) >= maxEvidenceFiles {
+				break
+			}
+			add("state", filepath.Join(dir, e.name))
+		}
+	}
+	o.EvidenceFiles = files
+	return nil
+}
+
+// digest hashes path unless its size and modification time are those of
+// the last hash.
+func (s *StoreSource) digest(path string) (fileDigest, bool) {
+	info, err := os.Stat(path)
+	if err != nil || !info.Mode().IsRegular() {
+		return fileDigest{}, false
+	}
+	if d, ok := s.digests[path]; ok && d.size == info.Size() && d.mod.Equal(info.ModTime()) {
+		return d, true
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fileDigest{}, false
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return fileDigest{}, false
+	}
+	// The size read, not the size stat saw: a growing file is described
+	// by what was hashed, and hashed again when it changes.
+	d := fileDigest{size: n, mod: info.ModTime(), sum: hex.EncodeToString(h.Sum(nil))}
+	if n == info.Size() {
+		s.digests[path] = d
+	}
+	return d, true
+}
+
+func (s *StoreSource) Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]sdk.SyncEvent, error) {
 	evs, err := s.Store.Events(ctx, sessionID, afterSeq, limit)
 	if err != nil {
 		return nil, err

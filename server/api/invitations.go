@@ -281,9 +281,19 @@ func (s *Server) acceptInvitation(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	now := c.now()
-	audit := store.AuditEntry{WorkspaceID: wsID, Actor: c.p.Actor(), Action: "invitation.accept", Target: invitationCollection + "/" + id, CreatedAt: now}
-	rec, err := s.st.UpdateRecordIf(c.ctx(), wsID, invitationCollection, id, func(r *store.Record) error {
-		a, err := decodeInvitation(*r)
+	// One transaction: the invitation turns accepted, the membership is
+	// created and both are audited, or nothing is. Of concurrent accepts
+	// of one link exactly one sees it pending.
+	var role string
+	err = s.st.InTx(c.ctx(), func(tx store.RecordTx) error {
+		r, err := tx.Record(wsID, invitationCollection, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return errBadInvitation
+		}
+		if err != nil {
+			return err
+		}
+		a, err := decodeInvitation(r)
 		if err != nil {
 			return err
 		}
@@ -302,24 +312,30 @@ func (s *Server) acceptInvitation(c *call) (int, any, error) {
 		}
 		uid := c.p.UserID
 		a.State, a.AcceptedBy, a.AcceptedAt = inviteAccepted, &uid, &now
-		r.Attributes, err = json.Marshal(a)
+		if r.Attributes, err = json.Marshal(a); err != nil {
+			return err
+		}
 		r.UpdatedAt = now
-		return err
-	}, audit)
+		if err := tx.Update(&r); err != nil {
+			return err
+		}
+		if err := tx.AddMember(wsID, uid, a.Role, now); errors.Is(err, store.ErrConflict) {
+			return errorf(http.StatusConflict, sdk.CodeConflict, "you are already a member of this workspace")
+		} else if err != nil {
+			return err
+		}
+		role = a.Role
+		if err := tx.Audit(store.AuditEntry{WorkspaceID: wsID, Actor: c.p.Actor(), Action: "invitation.accept", Target: invitationCollection + "/" + id, CreatedAt: now}); err != nil {
+			return err
+		}
+		return tx.Audit(store.AuditEntry{WorkspaceID: wsID, Actor: c.p.Actor(), Action: "member.add", Target: "members/" + itoa(uid),
+			Detail: json.RawMessage(fmt.Sprintf(`{"role":%q,"invitation":%q}`, a.Role, id)), CreatedAt: now})
+	})
 	if err != nil {
 		return 0, nil, err
 	}
-	a, err := decodeInvitation(rec)
-	if err != nil {
-		return 0, nil, err
-	}
-	if err := s.st.AddMember(c.ctx(), wsID, c.p.UserID, a.Role, now); err != nil {
-		return 0, nil, fmt.Errorf("add member after accepting invitation %s: %w", id, err)
-	}
-	_ = s.st.AppendAudit(c.ctx(), store.AuditEntry{WorkspaceID: wsID, Actor: c.p.Actor(), Action: "member.add", Target: "members/" + itoa(c.p.UserID),
-		Detail: json.RawMessage(fmt.Sprintf(`{"role":%q,"invitation":%q}`, a.Role, id)), CreatedAt: now})
 	s.forgetRoles(wsID)
-	return 200, sdk.InvitationAcceptedResponse{Data: sdk.InvitationAccepted{WorkspaceID: wsID, WorkspaceName: ws.Name, Role: a.Role, UserID: c.p.UserID, InvitationID: id}}, nil
+	return 200, sdk.InvitationAcceptedResponse{Data: sdk.InvitationAccepted{WorkspaceID: wsID, WorkspaceName: ws.Name, Role: role, UserID: c.p.UserID, InvitationID: id}}, nil
 }
 
 func (s *Server) listMembers(c *call) (int, any, error) {

@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/servertest"
 	"reeve.dev/reeve/server/store"
+	"reeve.dev/reeve/server/store/storetest"
 )
 
 // loneUser is a signed-in user who belongs to no workspace.
@@ -130,7 +130,7 @@ func TestInvitationBadInput(t *testing.T) {
 	forged := []string{
 		"rvi_" + wsID + "." + invID + "." + strings.Repeat("A", len(secret)),
 		"rvi_" + wsID + ".01ARZ3NDEKTSV4RRFFQ69G5FAV." + secret,
-		"rvi_" + owner.Workspace[:25] + "X." + invID + "." + secret,
+		"rvi_" + otherULID(owner.Workspace) + "." + invID + "." + secret,
 		"garbage", "",
 	}
 	for _, f := range forged {
@@ -172,18 +172,36 @@ func TestInvitationBadInput(t *testing.T) {
 	}
 }
 
-// Many accepts of one link race: exactly one wins.
+// Many accepts of one link race (50, on SQLite, and on PostgreSQL across
+// two replicas): exactly one wins, and it leaves exactly one membership,
+// one accept and one member.add in the audit log.
 func TestInvitationAcceptRace(t *testing.T) {
-	s := servertest.Start(t, servertest.Options{})
-	owner := s.NewUser("owner@example.com")
-	tok := tokenOf(t, expect(t, invite(t, s, owner.Token, owner.Workspace, "racer@example.com", "admin"), 201, "invite"))
-	racer := loneUser(t, s, "racer@example.com")
+	t.Run("sqlite", func(t *testing.T) {
+		s := servertest.Start(t, servertest.Options{})
+		acceptRace(t, s, s)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		url, dir := storetest.PostgresURL(t), t.TempDir()
+		a := servertest.Start(t, servertest.Options{DatabaseURL: url, DataDir: dir})
+		b := servertest.Start(t, servertest.Options{DatabaseURL: url, DataDir: dir})
+		acceptRace(t, a, b)
+	})
+}
+
+func acceptRace(t *testing.T, a, b *servertest.Server) {
+	owner := a.NewUser("owner@example.com")
+	tok := tokenOf(t, expect(t, invite(t, a, owner.Token, owner.Workspace, "racer@example.com", "admin"), 201, "invite"))
+	racer := loneUser(t, a, "racer@example.com")
 	var wg sync.WaitGroup
-	results := make([]int, 30)
+	results := make([]int, 50)
 	for i := range results {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
+			s := a
+			if i%2 == 1 {
+				s = b
+			}
 			results[i] = accept(t, s, racer.Token, tok).Status
 		}(i)
 	}
@@ -195,14 +213,36 @@ func TestInvitationAcceptRace(t *testing.T) {
 			won++
 		case 409, 410:
 		default:
-			t.Fatalf("status %d", st)
+			t.Fatalf("status %d: %v", st, results)
 		}
 	}
 	if won != 1 {
 		t.Fatalf("%d accepts won: %v", won, results)
 	}
-	if role, err := s.Store().Role(context.Background(), owner.Workspace, racer.ID); err != nil || role != "admin" {
+	ctx := context.Background()
+	if role, err := a.Store().Role(ctx, owner.Workspace, racer.ID); err != nil || role != "admin" {
 		t.Fatalf("role %q %v", role, err)
 	}
-	_ = fmt.Sprint()
+	if ms, err := a.Store().Members(ctx, owner.Workspace); err != nil || len(ms) != 2 {
+		t.Fatalf("members %v %v", ms, err)
+	}
+	entries, err := a.Store().Audit(ctx, owner.Workspace, store.ListOptions{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, e := range entries {
+		count[e.Action]++
+	}
+	if count["invitation.accept"] != 1 || count["member.add"] != 1 {
+		t.Fatalf("audit %v", count)
+	}
+}
+
+// otherULID changes the last character of a ULID (to one it is not).
+func otherULID(id string) string {
+	if strings.HasSuffix(id, "X") {
+		return id[:25] + "Y"
+	}
+	return id[:25] + "X"
 }

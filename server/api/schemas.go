@@ -110,6 +110,12 @@ func requestSchemas() map[string]schema {
 				"status": schema{"type": "string", "maxLength": 50}, "turns": schema{"type": "integer", "minimum": 0},
 				"worktree_branch": schema{"type": "string", "maxLength": 500}, "created_at": tString(), "updated_at": tString(), "ended_at": tStringNull(),
 				"policy_hash": schema{"type": "string", "maxLength": 200}, "mode": schema{"type": "string", "maxLength": 50}, "guarded": typ("boolean"),
+				"agent_version": schema{"type": "string", "maxLength": 100},
+				"command_line":  schema{"type": "array", "maxItems": 100, "items": schema{"type": "string", "maxLength": 4096}},
+				"evidence_files": schema{"type": "array", "maxItems": 50, "items": object([]string{"role", "path", "sha256"}, schema{
+					"role": schema{"type": "string", "maxLength": 50}, "path": schema{"type": "string", "maxLength": 4096},
+					"sha256": schema{"type": "string", "pattern": "^[0-9a-f]{64}$"}, "size": schema{"type": "integer", "minimum": 0},
+				})},
 			}),
 			"upload_mode": enum("full", "redacted", "metadata"),
 			"events": schema{"type": "array", "maxItems": 500, "items": object([]string{"seq", "kind", "ts"}, schema{

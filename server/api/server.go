@@ -167,6 +167,10 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.val = val
+	// Authorized session lists read the access index (sessions.go).
+	if err := opts.Store.IndexAccess(context.Background(), "sessions", sessionAccessVersion, sessionPrincipals); err != nil {
+		return nil, err
+	}
 	s.routes = Routes()
 	if err := s.bind(); err != nil {
 		return nil, err

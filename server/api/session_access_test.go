@@ -180,7 +180,41 @@ func TestVisibilityScopes(t *testing.T) {
 	expect(t, do(t, s, "POST", base+"/"+open+"/collaboration-events", other.Token, `{"event_kind":"comment_created"}`), 403, "a viewer comments")
 	expect(t, do(t, s, "GET", base+"/"+teamOnly, mate.Token, nil), 200, "team session read by the team")
 	expect(t, do(t, s, "GET", base+"/"+teamOnly, other.Token, nil), 403, "team session read outside the team")
+	// The list (read through the access index) agrees with the gate.
+	listed := func(u servertest.User) map[string]bool {
+		t.Helper()
+		l := expect(t, do(t, s, "GET", base, u.Token, nil), 200, "list")
+		out := map[string]bool{}
+		for _, d := range l.JSON["data"].([]any) {
+			out[d.(map[string]any)["id"].(string)] = true
+		}
+		return out
+	}
+	private := mk(`{"title":"d","source_kind":"cli","visibility_scope":"private"}`)
+	if l := listed(mate); !l[open] || !l[teamOnly] || l[private] {
+		t.Fatalf("team mate lists %v", l)
+	}
+	if l := listed(other); !l[open] || l[teamOnly] || l[private] {
+		t.Fatalf("other member lists %v", l)
+	}
+	if l := listed(author); !l[open] || !l[teamOnly] || !l[private] {
+		t.Fatalf("author lists %v", l)
+	}
+	// A grant to the team on the private session lists it for the team;
+	// revoking it unlists it.
+	teamSeq := int64(dataOf(team)["seq"].(float64))
+	g := expect(t, do(t, s, "POST", base+"/"+private+"/access", author.Token, map[string]any{"subject_type": "team", "subject_id": teamSeq, "role": "viewer"}), 201, "grant team")
+	if l := listed(mate); !l[private] {
+		t.Fatalf("team grant not listed: %v", l)
+	}
+	expect(t, do(t, s, "DELETE", base+"/"+private+"/access/"+dataOf(g)["id"].(string), author.Token, nil), 200, "revoke team")
+	if l := listed(mate); l[private] {
+		t.Fatalf("revoked team grant still listed: %v", l)
+	}
 	// Leaving the team ends the access.
 	expect(t, do(t, s, "DELETE", "/api/share-groups/"+teamID+"/members/"+itoa(mate.ID), owner.Token, nil, api.WorkspaceHeader, ws), 200, "leave")
 	expect(t, do(t, s, "GET", base+"/"+teamOnly, mate.Token, nil), 403, "after leaving the team")
+	if l := listed(mate); l[teamOnly] || !l[open] {
+		t.Fatalf("after leaving the team the list shows %v", l)
+	}
 }

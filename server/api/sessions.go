@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -353,6 +352,60 @@ func (s *Server) createAgentSession(c *call) (int, any, error) {
 	return 201, sdk.RecordResponse{Data: rec}, nil
 }
 
+// sessionAccessVersion versions sessionPrincipals: changing what it
+// returns needs a new version, so stores rebuild the index on start.
+const sessionAccessVersion = "sessions-1"
+
+// sessionPrincipals is the access index of a session record: "*" when
+// every member sees it, "user:N" for its owner and each user in its ACL,
+// "group:ID" for its owning team (visibility team) and each share group in
+// its ACL. It lists who may see the session at all; sessionRole still
+// decides the role.
+func sessionPrincipals(r store.Record) []string {
+	a := accessOf(r.Attributes)
+	var out []string
+	switch a.Visibility {
+	case visPrivate:
+	case visTeam:
+		if a.TeamGroupID != "" {
+			out = append(out, "group:"+a.TeamGroupID)
+		}
+	default:
+		out = append(out, "*")
+	}
+	if a.OwnerUserID != 0 {
+		out = append(out, "user:"+strconv.FormatInt(a.OwnerUserID, 10))
+	} else if strings.HasPrefix(r.CreatedBy, "user:") {
+		out = append(out, r.CreatedBy)
+	}
+	for _, e := range a.ACL {
+		switch {
+		case e.GroupID != "":
+			out = append(out, "group:"+e.GroupID)
+		case e.SubjectType == "user":
+			out = append(out, "user:"+strconv.FormatInt(e.SubjectID, 10))
+		}
+	}
+	return out
+}
+
+// principals are the caller's entries in the session access index: "*",
+// themself and the share groups they belong to.
+func (s *Server) principals(c *call) ([]string, error) {
+	uid := strconv.FormatInt(c.p.UserID, 10)
+	colls, err := s.st.KeyedCollections(c.ctx(), c.ws.ID, shareGroups+"/", uid)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{"*", "user:" + uid}
+	for _, coll := range colls {
+		if gid, ok := strings.CutSuffix(strings.TrimPrefix(coll, shareGroups+"/"), "/members"); ok && !strings.Contains(gid, "/") {
+			out = append(out, "group:"+gid)
+		}
+	}
+	return out, nil
+}
+
 func (s *Server) listAgentSessions(c *call) (int, any, error) {
 	limit := int(queryInt(c, "limit", 100))
 	q := c.r.URL.Query()
@@ -360,9 +413,23 @@ func (s *Server) listAgentSessions(c *call) (int, any, error) {
 	out := sdk.RecordCollectionResponse{Data: []sdk.Record{}}
 	after := queryInt(c, "after", 0)
 	groups := map[string]bool{}
-	// Filters and access apply to attributes, so page until the page is full.
+	// Workspace owners and admins see every session; anyone else reads
+	// only the sessions the access index gives their principals.
+	page := func(after int64) ([]store.Record, error) {
+		return s.st.Records(c.ctx(), c.ws.ID, "sessions", store.ListOptions{After: after, Limit: 500})
+	}
+	if c.role != sdk.RoleOwner && c.role != sdk.RoleAdmin {
+		ps, err := s.principals(c)
+		if err != nil {
+			return 0, nil, err
+		}
+		page = func(after int64) ([]store.Record, error) {
+			return s.st.RecordsFor(c.ctx(), c.ws.ID, "sessions", ps, store.ListOptions{After: after, Limit: 500})
+		}
+	}
+	// Filters apply to attributes, so page until the page is full.
 	for len(out.Data) < limit {
-		recs, err := s.st.Records(c.ctx(), c.ws.ID, "sessions", store.ListOptions{After: after, Limit: 500})
+		recs, err := page(after)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -371,9 +438,6 @@ func (s *Server) listAgentSessions(c *call) (int, any, error) {
 				break
 			}
 			after = r.Seq
-			if c.cannotSee(r) {
-				continue
-			}
 			role, err := s.sessionRole(c, r, groups)
 			if err != nil {
 				return 0, nil, err
@@ -575,22 +639,4 @@ func (s *Server) decideSessionAccess(c *call) (int, any, error) {
 	}
 	out, err := toSDK(rec)
 	return 200, sdk.RecordResponse{Data: out}, err
-}
-
-// cannotSee is a cheap pre-filter of the list: a private session whose
-// record names neither the caller (as owner or ACL subject) nor any group
-// is invisible to a plain member, decided without decoding its ACL. The
-// record is encoding/json output (no spaces), and a miss here only means
-// the full check runs.
-func (c *call) cannotSee(r store.Record) bool {
-	if c.role == sdk.RoleOwner || c.role == sdk.RoleAdmin || r.CreatedBy == c.p.Actor() {
-		return false
-	}
-	a := r.Attributes
-	uid := strconv.FormatInt(c.p.UserID, 10)
-	return bytes.Contains(a, []byte(`"visibility_scope":"private"`)) &&
-		!bytes.Contains(a, []byte(`"user:`+uid+`"`)) &&
-		!bytes.Contains(a, []byte(`"group_id"`)) &&
-		!bytes.Contains(a, []byte(`"owner_user_id":`+uid+`,`)) &&
-		!bytes.Contains(a, []byte(`"owner_user_id":`+uid+`}`))
 }

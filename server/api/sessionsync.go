@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -37,64 +38,77 @@ func (s *Server) syncSession(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	key := "daemon:" + req.Session.ID
-	rec, err := s.upsertDaemonSession(c, key, req, in)
-	if err != nil {
-		return 0, nil, err
-	}
-	acked := accessSynced(rec)
-	res := sdk.SyncResult{SessionID: rec.ID, AckedSeq: acked}
-	if len(req.Events) > 0 && req.Events[0].Seq > acked+1 {
-		e := errorf(http.StatusConflict, sdk.CodeSyncGap, "the batch starts at seq %d but the control plane holds up to %d; send from %d", req.Events[0].Seq, acked, acked+1)
-		e.Extra = map[string]any{"data": res}
-		return 0, nil, e
-	}
-	coll := "sessions/" + rec.ID + "/events"
-	last := acked
-	for _, ev := range req.Events {
-		if ev.Seq <= acked {
-			res.Duplicate++
-			continue
-		}
-		a := map[string]any{"seq": ev.Seq, "kind": ev.Kind, "ts": ev.TS}
-		if req.UploadMode != sdk.UploadMetadata && len(ev.Data) > 0 {
-			a["data"] = json.RawMessage(ev.Data)
-		}
-		raw, err := json.Marshal(a)
+	var res sdk.SyncResult
+	// One transaction for the whole request: the session's fields, every
+	// new event and the acknowledged seq commit together (a crash leaves
+	// all or none), and a batch costs one commit instead of one per event.
+	err = s.st.InTx(c.ctx(), func(tx store.RecordTx) error {
+		res = sdk.SyncResult{} // the function may run again on a retry
+		rec, created, err := s.upsertDaemonSession(c, tx, key, req, in)
 		if err != nil {
-			return 0, nil, err
+			return err
 		}
-		r := store.Record{ID: newRecordID(), WorkspaceID: c.ws.ID, Collection: coll, NaturalKey: strconv.FormatInt(ev.Seq, 10), Attributes: raw,
-			CreatedBy: c.p.Actor(), CreatedAt: c.now(), UpdatedAt: c.now()}
-		// Events are data, not decisions: the session's sync is audited,
-		// not each event.
-		err = s.st.CreateRecord(c.ctx(), &r, c.syncEventAudit(rec.ID, ev, req.UploadMode))
-		switch {
-		case errors.Is(err, store.ErrConflict):
-			res.Duplicate++ // stored by an earlier request that lost its answer
-		case err != nil:
-			return 0, nil, err
-		default:
-			res.Stored++
+		acked := accessSynced(rec)
+		res.SessionID, res.AckedSeq = rec.ID, acked
+		if len(req.Events) > 0 && req.Events[0].Seq > acked+1 {
+			e := errorf(http.StatusConflict, sdk.CodeSyncGap, "the batch starts at seq %d but the control plane holds up to %d; send from %d", req.Events[0].Seq, acked, acked+1)
+			e.Extra = map[string]any{"data": res}
+			return e
 		}
-		last = ev.Seq
-	}
-	if last > acked {
-		_, err := s.st.UpdateRecordIf(c.ctx(), c.ws.ID, "sessions", rec.ID, func(r *store.Record) error {
-			var a map[string]any
-			if err := json.Unmarshal(r.Attributes, &a); err != nil {
+		coll := "sessions/" + rec.ID + "/events"
+		last := acked
+		for _, ev := range req.Events {
+			if ev.Seq <= acked {
+				res.Duplicate++
+				continue
+			}
+			a := map[string]any{"seq": ev.Seq, "kind": ev.Kind, "ts": ev.TS}
+			if req.UploadMode != sdk.UploadMetadata && len(ev.Data) > 0 {
+				a["data"] = json.RawMessage(ev.Data)
+			}
+			raw, err := json.Marshal(a)
+			if err != nil {
 				return err
 			}
-			if cur, _ := numberOf(a["synced_seq"]); cur < last {
-				a["synced_seq"] = last
+			r := store.Record{ID: newRecordID(), WorkspaceID: c.ws.ID, Collection: coll, NaturalKey: strconv.FormatInt(ev.Seq, 10), Attributes: raw,
+				CreatedBy: c.p.Actor(), CreatedAt: c.now(), UpdatedAt: c.now()}
+			// Events are data, not decisions: most are not audited; a
+			// permission request or decision is, with its outbound event.
+			switch err := tx.Create(&r); {
+			case errors.Is(err, store.ErrConflict):
+				res.Duplicate++ // held beyond synced_seq: a restored backup
+			case err != nil:
+				return err
+			default:
+				res.Stored++
+				if err := tx.Audit(c.syncEventAudit(rec.ID, ev, req.UploadMode)); err != nil {
+					return err
+				}
 			}
-			b, err := json.Marshal(a)
-			r.Attributes = b
-			return err
-		}, store.AuditEntry{})
-		if err != nil {
-			return 0, nil, err
+			last = ev.Seq
 		}
-		res.AckedSeq = last
+		if last > acked {
+			var a map[string]any
+			if err := json.Unmarshal(rec.Attributes, &a); err != nil {
+				return err
+			}
+			a["synced_seq"] = last
+			if rec.Attributes, err = json.Marshal(a); err != nil {
+				return err
+			}
+			rec.UpdatedAt = c.now()
+			if err := tx.Update(&rec); err != nil {
+				return err
+			}
+			res.AckedSeq = last
+		}
+		if created {
+			return tx.Audit(sessionCreatedAudit(c.audit("session.sync.create", "sessions/"+rec.ID, map[string]any{"daemon_session_id": req.Session.ID, "install_id": in.ID}), rec.ID, req.Session))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, err
 	}
 	return 200, sdk.SyncResponse{Data: res}, nil
 }
@@ -108,9 +122,11 @@ func accessSynced(r store.Record) int64 {
 	return n
 }
 
-// upsertDaemonSession creates or refreshes the session record of a
-// daemon session; another install's session of the same id is refused.
-func (s *Server) upsertDaemonSession(c *call, key string, req sdk.SyncRequest, in store.Install) (store.Record, error) {
+// upsertDaemonSession creates or refreshes, in tx, the session record of
+// a daemon session; another install's session of the same id is refused.
+// The refreshed fields are written when the caller updates the record, or
+// here when no event moves synced_seq.
+func (s *Server) upsertDaemonSession(c *call, tx store.RecordTx, key string, req sdk.SyncRequest, in store.Install) (store.Record, bool, error) {
 	ss := req.Session
 	title := ss.Agent + " session"
 	if ss.DirectoryName != "" {
@@ -122,46 +138,56 @@ func (s *Server) upsertDaemonSession(c *call, key string, req sdk.SyncRequest, i
 		"turns": ss.Turns, "worktree_branch": ss.WorktreeBranch, "started_at": ss.CreatedAt, "daemon_updated_at": ss.UpdatedAt,
 		"ended_at": ss.EndedAt, "upload_mode": req.UploadMode,
 		"governance": map[string]any{"effective_policy_hash": ss.PolicyHash, "mode": ss.Mode, "guarded": ss.Guarded},
+		"adapter":    map[string]any{"agent": ss.Agent, "version": ss.AgentVersion, "command_line": ss.CommandLine, "evidence_files": ss.EvidenceFiles},
 	}
-	for {
-		cur, err := s.st.RecordByKey(c.ctx(), c.ws.ID, "sessions", key)
-		if errors.Is(err, store.ErrNotFound) {
-			a := map[string]any{}
-			for k, v := range fields {
-				a[k] = v
-			}
-			owner, _ := strconv.ParseInt(strings.TrimPrefix(in.CreatedBy, "user:"), 10, 64)
-			a["owner_user_id"], a["visibility_scope"], a["acl"], a["synced_seq"] = owner, visWorkspace, map[string]aclEntry{}, 0
-			raw, err := json.Marshal(a)
-			if err != nil {
-				return store.Record{}, err
-			}
-			r := store.Record{ID: newRecordID(), WorkspaceID: c.ws.ID, Collection: "sessions", NaturalKey: key, Attributes: raw, CreatedBy: c.p.Actor(), CreatedAt: c.now(), UpdatedAt: c.now()}
-			err = s.st.CreateRecord(c.ctx(), &r, sessionCreatedAudit(c.audit("session.sync.create", "sessions/"+r.ID, map[string]any{"daemon_session_id": ss.ID, "install_id": in.ID}), r.ID, ss))
-			if errors.Is(err, store.ErrConflict) {
-				continue // a concurrent sync created it
-			}
-			return r, err
+	cur, err := tx.RecordByKey(c.ws.ID, "sessions", key)
+	if errors.Is(err, store.ErrNotFound) {
+		a := map[string]any{}
+		for k, v := range fields {
+			a[k] = v
 		}
+		owner, _ := strconv.ParseInt(strings.TrimPrefix(in.CreatedBy, "user:"), 10, 64)
+		a["owner_user_id"], a["visibility_scope"], a["acl"], a["synced_seq"] = owner, visWorkspace, map[string]aclEntry{}, 0
+		raw, err := json.Marshal(a)
 		if err != nil {
-			return store.Record{}, err
+			return store.Record{}, false, err
 		}
-		return s.st.UpdateRecordIf(c.ctx(), c.ws.ID, "sessions", cur.ID, func(r *store.Record) error {
-			var a map[string]any
-			if err := json.Unmarshal(r.Attributes, &a); err != nil {
-				return err
-			}
-			if a["install_id"] != in.ID {
-				return errorf(http.StatusConflict, sdk.CodeConflict, "session %s belongs to another install", ss.ID)
-			}
-			for k, v := range fields {
-				a[k] = v
-			}
-			raw, err := json.Marshal(a)
-			r.Attributes, r.UpdatedAt = raw, c.now()
-			return err
-		}, c.sessionUpdateAudit(cur, ss))
+		r := store.Record{ID: newRecordID(), WorkspaceID: c.ws.ID, Collection: "sessions", NaturalKey: key, Attributes: raw, CreatedBy: c.p.Actor(), CreatedAt: c.now(), UpdatedAt: c.now()}
+		// Concurrent first syncs of one session are serialized by the
+		// transaction (SQLite's one writer; PostgreSQL retries the loser,
+		// which then finds the record).
+		if err := tx.Create(&r); err != nil {
+			return store.Record{}, false, err
+		}
+		return r, true, nil
 	}
+	if err != nil {
+		return store.Record{}, false, err
+	}
+	var a map[string]any
+	if err := json.Unmarshal(cur.Attributes, &a); err != nil {
+		return store.Record{}, false, err
+	}
+	if a["install_id"] != in.ID {
+		return store.Record{}, false, errorf(http.StatusConflict, sdk.CodeConflict, "session %s belongs to another install", ss.ID)
+	}
+	for k, v := range fields {
+		a[k] = v
+	}
+	raw, err := json.Marshal(a)
+	if err != nil {
+		return store.Record{}, false, err
+	}
+	if bytes.Equal(raw, cur.Attributes) {
+		return cur, false, nil
+	}
+	// The session's end is audited once, with its outbound event.
+	audit := c.sessionUpdateAudit(cur, ss)
+	cur.Attributes, cur.UpdatedAt = raw, c.now()
+	if err := tx.Update(&cur); err != nil {
+		return store.Record{}, false, err
+	}
+	return cur, false, tx.Audit(audit)
 }
 
 // daemonEvents answers the events of a synced session by the daemon's own

@@ -144,7 +144,13 @@ func (s *Server) sessionView(view string) handlerFunc {
 			for _, e := range evs {
 				kinds[e.Kind]++
 			}
-			data = map[string]any{"agent": a["agent"], "model": a["model"], "install_id": a["install_id"], "daemon_session_id": a["daemon_session_id"],
+			ad, _ := a["adapter"].(map[string]any)
+			files, _ := ad["evidence_files"].([]any)
+			if files == nil {
+				files = []any{}
+			}
+			data = map[string]any{"agent": a["agent"], "agent_version": ad["version"], "command_line": ad["command_line"], "evidence_files": files,
+				"model": a["model"], "install_id": a["install_id"], "daemon_session_id": a["daemon_session_id"], "turns": a["turns"],
 				"worktree_branch": a["worktree_branch"], "event_kinds": kinds, "events": len(evs)}
 		case "mcp-tools":
 			tools := map[string]int{}

@@ -36,6 +36,21 @@ type SyncSession struct {
 	PolicyHash string `json:"policy_hash,omitempty"`
 	Mode       string `json:"mode,omitempty"`
 	Guarded    bool   `json:"guarded,omitempty"`
+	// The adapter receipt: the agent CLI's version, the command line the
+	// daemon ran it with, and digests of the files that evidence the run.
+	AgentVersion  string         `json:"agent_version,omitempty"`
+	CommandLine   []string       `json:"command_line,omitempty"`
+	EvidenceFiles []EvidenceFile `json:"evidence_files,omitempty"`
+}
+
+// EvidenceFile is one file that evidences a session, by digest: its role
+// (policy, manifest, agent binary), its path on the daemon's machine and
+// its SHA-256.
+type EvidenceFile struct {
+	Role   string `json:"role"`
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
 }
 
 // SyncEvent is one event of the daemon's per-session log.

@@ -27,6 +27,7 @@ type DB struct {
 	stmts  sync.Map // query text → *sql.Stmt on read (SQLite)
 	wstmts sync.Map // query text → *sql.Stmt on write (SQLite)
 	binds  sync.Map // query text → text with $n placeholders (PostgreSQL)
+	access sync.Map // collection → accessIndex (access.go)
 
 	// The SQLite writer.
 	queue  chan *writeOp
@@ -760,6 +761,9 @@ func (s *DB) CreateRecordChecked(ctx context.Context, r *Record, check func(Reco
 		if err != nil {
 			return fmt.Errorf("create record: %w", err)
 		}
+		if err := s.reindex(tx, *r); err != nil {
+			return err
+		}
 		return insertAudit(tx, audit)
 	})
 }
@@ -796,6 +800,14 @@ func (s *DB) Records(ctx context.Context, workspaceID, collection string, opts L
 }
 
 func (s *DB) UpdateRecord(ctx context.Context, r *Record, audit AuditEntry) error {
+	if _, indexed := s.accessOf(r.Collection); indexed {
+		return s.exec(ctx, func(tx *Tx) error {
+			if err := (recordTx{tx: tx, db: s}).Update(r); err != nil {
+				return err
+			}
+			return insertAudit(tx, audit)
+		})
+	}
 	return s.execSimple(ctx, func(tx *Tx) error {
 		res, err := tx.Exec(`UPDATE records SET attributes = ?, updated_at = ? WHERE id = ? AND workspace_id = ? AND collection = ?`, string(r.Attributes), ts(r.UpdatedAt), r.ID, r.WorkspaceID, r.Collection)
 		if err != nil {
@@ -821,6 +833,9 @@ func (s *DB) UpdateRecordIf(ctx context.Context, workspaceID, collection, id str
 		if _, err := tx.Exec(`UPDATE records SET attributes = ?, updated_at = ? WHERE seq = ?`, string(r.Attributes), ts(r.UpdatedAt), r.Seq); err != nil {
 			return fmt.Errorf("update record: %w", err)
 		}
+		if err := s.reindex(tx, r); err != nil {
+			return err
+		}
 		out = r
 		return insertAudit(tx, audit)
 	})
@@ -829,12 +844,16 @@ func (s *DB) UpdateRecordIf(ctx context.Context, workspaceID, collection, id str
 
 func (s *DB) DeleteRecord(ctx context.Context, workspaceID, collection, id string, audit AuditEntry) error {
 	return s.exec(ctx, func(tx *Tx) error {
-		res, err := tx.Exec(`DELETE FROM records WHERE id = ? AND workspace_id = ? AND collection = ?`, id, workspaceID, collection)
+		var seq int64
+		err := tx.QueryRow(`DELETE FROM records WHERE id = ? AND workspace_id = ? AND collection = ? RETURNING seq`, id, workspaceID, collection).Scan(&seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
 		if err != nil {
 			return fmt.Errorf("delete record: %w", err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return ErrNotFound
+		if err := s.unindex(tx, collection, seq); err != nil {
+			return fmt.Errorf("delete record: %w", err)
 		}
 		// Sub-collections of the record go with it.
 		if _, err := tx.Exec(`DELETE FROM records WHERE workspace_id = ? AND collection >= ? AND collection < ?`, workspaceID, collection+"/"+id+"/", collection+"/"+id+"0"); err != nil {

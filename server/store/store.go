@@ -195,6 +195,17 @@ type Store interface {
 	// transaction, so check-then-set transitions (decided once) are atomic.
 	UpdateRecordIf(ctx context.Context, workspaceID, collection, id string, fn func(*Record) error, audit AuditEntry) (Record, error)
 
+	// IndexAccess registers the access function of a collection (access.go):
+	// its records' principals are indexed as they are written, and
+	// RecordsFor lists what given principals may see without a scan.
+	IndexAccess(ctx context.Context, collection, version string, fn AccessFunc) error
+	RecordsFor(ctx context.Context, workspaceID, collection string, principals []string, opts ListOptions) ([]Record, error)
+	// KeyedCollections lists the collections under prefix holding a record
+	// with natural key key.
+	KeyedCollections(ctx context.Context, workspaceID, prefix, key string) ([]string, error)
+	// InTx runs fn in one write transaction (unit.go).
+	InTx(ctx context.Context, fn func(RecordTx) error) error
+
 	// Audit log.
 	AppendAudit(ctx context.Context, e AuditEntry) error
 	Audit(ctx context.Context, workspaceID string, opts ListOptions) ([]AuditEntry, error)
