@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -333,7 +334,35 @@ func (s *Server) queueSessionAttempt(c *call) (int, any, error) {
 	return s.newRun(c, req, "", "")
 }
 
+// QueueRun queues a run on behalf of actor (an integration event's route):
+// the same checks as POST /api/workflow-runs, with the issues as the error.
+func (s *Server) QueueRun(ctx context.Context, workspaceID, actor string, req sdk.WorkflowRunCreateRequest) (string, error) {
+	ws, err := s.st.Workspace(ctx, workspaceID)
+	if err != nil {
+		return "", fmt.Errorf("queue run: %w", err)
+	}
+	r := (&http.Request{Header: http.Header{}}).WithContext(ctx)
+	c := &call{s: s, r: r, ws: &ws, body: map[string]any{}}
+	_, out, err := s.newRunAs(c, actor, req, "", "")
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			msgs := []string{}
+			for _, d := range ae.Details {
+				msgs = append(msgs, d.Message)
+			}
+			return "", fmt.Errorf("%s: %s", ae.Message, strings.Join(msgs, "; "))
+		}
+		return "", err
+	}
+	return out.(sdk.WorkflowRunResponse).Data.ID, nil
+}
+
 func (s *Server) newRun(c *call, req sdk.WorkflowRunCreateRequest, rerunOf, status string) (int, any, error) {
+	return s.newRunAs(c, c.p.Actor(), req, rerunOf, status)
+}
+
+func (s *Server) newRunAs(c *call, actor string, req sdk.WorkflowRunCreateRequest, rerunOf, status string) (int, any, error) {
 	if status == "" {
 		status = req.Status
 	}
@@ -372,13 +401,15 @@ func (s *Server) newRun(c *call, req sdk.WorkflowRunCreateRequest, rerunOf, stat
 	now := c.now()
 	r := store.WorkflowRun{ID: newRecordID(), WorkspaceID: c.ws.ID, Status: status, Agent: q.Agent, Tags: q.Tags, ExecutorPin: q.ManagedExecutorID,
 		Workdir: q.Workdir, Spec: spec, Outcome: json.RawMessage(`{}`), MaxAttempts: q.MaxAttempts, SessionID: q.SessionID, BlockedReason: q.budgetReason,
-		RerunOf: rerunOf, CreatedBy: c.p.Actor(), CreatedAt: now, UpdatedAt: now}
-	events := []store.RunEvent{eventOf(sdk.RunEventCreated, c.p.Actor(), now, map[string]any{"status": status, "agent": r.Agent, "tags": r.Tags, "rerun_of": rerunOf, "session_id": r.SessionID})}
+		RerunOf: rerunOf, CreatedBy: actor, CreatedAt: now, UpdatedAt: now}
+	events := []store.RunEvent{eventOf(sdk.RunEventCreated, actor, now, map[string]any{"status": status, "agent": r.Agent, "tags": r.Tags, "rerun_of": rerunOf, "session_id": r.SessionID})}
 	if status == sdk.RunBlocked {
 		events = append(events, statusEvent("server", now, sdk.RunBlocked, map[string]any{"reason": q.budgetReason}))
 	}
 	wf, _ := c.wfStore()
-	if err := wf.CreateRun(c.ctx(), &r, events, c.audit("workflow_run.create", "workflow-runs/"+r.ID, map[string]any{"status": status, "rerun_of": rerunOf})); err != nil {
+	audit := c.audit("workflow_run.create", "workflow-runs/"+r.ID, map[string]any{"status": status, "rerun_of": rerunOf})
+	audit.Actor = actor
+	if err := wf.CreateRun(c.ctx(), &r, events, audit); err != nil {
 		return 0, nil, err
 	}
 	if status == sdk.RunQueued {
