@@ -162,11 +162,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.hooks = hooks
 	s.work = newWorkHub(s)
-	if s.opts.QueueRun == nil {
-		if _, ok := s.st.(store.Workflows); ok {
-			s.opts.QueueRun = s.QueueRun // routed integration events queue real runs
-		}
-	}
+
 	val, err := newValidator()
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -332,30 +331,6 @@ func (s *Server) queueSessionAttempt(c *call) (int, any, error) {
 	req.Agent = firstNonEmpty(req.Agent, attrs(sess, "agent"))
 	req.Model = firstNonEmpty(req.Model, attrs(sess, "model"))
 	return s.newRun(c, req, "", "")
-}
-
-// QueueRun queues a run on behalf of actor (an integration event's route):
-// the same checks as POST /api/workflow-runs, with the issues as the error.
-func (s *Server) QueueRun(ctx context.Context, workspaceID, actor string, req sdk.WorkflowRunCreateRequest) (string, error) {
-	ws, err := s.st.Workspace(ctx, workspaceID)
-	if err != nil {
-		return "", fmt.Errorf("queue run: %w", err)
-	}
-	r := (&http.Request{Header: http.Header{}}).WithContext(ctx)
-	c := &call{s: s, r: r, ws: &ws, body: map[string]any{}}
-	_, out, err := s.newRunAs(c, actor, req, "", "")
-	if err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) {
-			msgs := []string{}
-			for _, d := range ae.Details {
-				msgs = append(msgs, d.Message)
-			}
-			return "", fmt.Errorf("%s: %s", ae.Message, strings.Join(msgs, "; "))
-		}
-		return "", err
-	}
-	return out.(sdk.WorkflowRunResponse).Data.ID, nil
 }
 
 func (s *Server) newRun(c *call, req sdk.WorkflowRunCreateRequest, rerunOf, status string) (int, any, error) {
