@@ -14,12 +14,12 @@ import (
 // a JSON-Schema library that compiled five metaschemas in init cost 21k
 // allocations, and a package-level regexp with a counted repetition like
 // {0,127} costs over a thousand. Today the whole binary allocates about
-// 5.1k times in init; the largest dependencies under 900 (the metrics
-// library's procfs, the service manager): together about 1.4k of the
-// total, paid by every command. Man pages no longer go through cobra/doc's
-// Markdown parser (cli/manpage.go), which was 760 more.
+// 3.6k times in init; the largest dependency is the service manager
+// (about 470). Man pages no longer go through cobra/doc's Markdown parser
+// (cli/manpage.go) and /metrics is written without the Prometheus client
+// (server/host/expose.go): those were 760 and 1,400 more.
 const (
-	initAllocBudget = 5200
+	initAllocBudget = 3700
 	// ownPackageAllocBudget is for reeve.dev packages: deferring work to
 	// first use is always possible there.
 	ownPackageAllocBudget = 400

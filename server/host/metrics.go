@@ -9,11 +9,8 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"reeve.dev/reeve/server/relay"
 )
@@ -30,25 +27,31 @@ type dbStats interface {
 }
 
 // metrics are the server's Prometheus metrics: requests by route, the
-// relay's connections and frames, the database pool and write queue.
+// relay's connections and frames, the database pool and write queue, and
+// the process and Go runtime (expose.go). They are written in the
+// Prometheus text format by this package rather than by the Prometheus
+// client library, whose package initialisation (about 1,400 allocations
+// with procfs) every start of the reeve binary paid for, the daemon and
+// each command included, though only `reeve server` serves metrics.
 type metrics struct {
-	reg      *prometheus.Registry
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-	token    string
+	token string
+
+	mu       sync.Mutex
+	requests map[requestKey]uint64
+	latency  map[latencyKey]*histogram
+
+	// funcs are the metrics read when scraped, in the order registered.
+	funcs []funcMetric
 }
 
+type requestKey struct{ route, method, code string }
+type latencyKey struct{ route, method string }
+
+// latencyBuckets are the upper bounds (seconds) of the latency histogram.
+var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
 func newMetrics(h *Host) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry(), token: os.Getenv(EnvMetricsToken)}
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "reeve_http_requests_total", Help: "HTTP requests answered, by route pattern, method and status code.",
-	}, []string{"route", "method", "code"})
-	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "reeve_http_request_duration_seconds", Help: "Time to answer an HTTP request, by route pattern and method (WebSockets excluded).",
-		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-	}, []string{"route", "method"})
-	m.reg.MustRegister(m.requests, m.latency)
+	m := &metrics{token: os.Getenv(EnvMetricsToken), requests: map[requestKey]uint64{}, latency: map[latencyKey]*histogram{}}
 	if h.relay != nil {
 		m.registerRelay(h.relay)
 	}
@@ -60,13 +63,16 @@ func newMetrics(h *Host) *metrics {
 
 func (m *metrics) registerRelay(r *relay.Relay) {
 	gauge := func(name, help string, f func(relay.Metrics) float64) {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(r.Metrics()) }))
+		m.funcs = append(m.funcs, funcMetric{name: name, help: help, typ: "gauge", read: func() []sampleValue { return one(f(r.Metrics())) }})
 	}
 	counter := func(name, help string, f func(relay.Metrics) float64) {
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(r.Metrics()) }))
+		m.funcs = append(m.funcs, funcMetric{name: name, help: help, typ: "counter", read: func() []sampleValue { return one(f(r.Metrics())) }})
 	}
-	conns := prometheus.NewDesc("reeve_relay_connections", "Relay connections open now, by role.", []string{"role"}, nil)
-	m.reg.MustRegister(relayConns{r: r, desc: conns})
+	m.funcs = append(m.funcs, funcMetric{name: "reeve_relay_connections", help: "Relay connections open now, by role.", typ: "gauge",
+		read: func() []sampleValue {
+			x := r.Metrics()
+			return []sampleValue{{labels: []string{"role", "daemon"}, v: float64(x.DaemonConns)}, {labels: []string{"role", "client"}, v: float64(x.ClientConns)}}
+		}})
 	gauge("reeve_relay_channels", "Relay channels open now.", func(x relay.Metrics) float64 { return float64(x.Channels) })
 	gauge("reeve_relay_buffered_bytes", "Bytes the relay holds for slow peers and the bus (its queue depth).", func(x relay.Metrics) float64 { return float64(x.BufferedBytes) })
 	counter("reeve_relay_frames_in_total", "Frames read from peers.", func(x relay.Metrics) float64 { return float64(x.FramesIn) })
@@ -76,29 +82,17 @@ func (m *metrics) registerRelay(r *relay.Relay) {
 	counter("reeve_relay_bus_dropped_total", "Bus messages dropped.", func(x relay.Metrics) float64 { return float64(x.BusDropped) })
 }
 
-type relayConns struct {
-	r    *relay.Relay
-	desc *prometheus.Desc
-}
-
-func (c relayConns) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-func (c relayConns) Collect(ch chan<- prometheus.Metric) {
-	x := c.r.Metrics()
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(x.DaemonConns), "daemon")
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(x.ClientConns), "client")
-}
-
 func (m *metrics) registerDB(st dbStats) {
-	labels := prometheus.Labels{"engine": st.Engine()}
-	g := func(name, help string, f func(sql.DBStats) float64) {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(st.Stats()) }))
+	engine := []string{"engine", st.Engine()}
+	add := func(name, help, typ string, f func() float64) {
+		m.funcs = append(m.funcs, funcMetric{name: name, help: help, typ: typ, read: func() []sampleValue {
+			return []sampleValue{{labels: engine, v: f()}}
+		}})
 	}
-	g("reeve_db_connections_open", "Database connections open.", func(s sql.DBStats) float64 { return float64(s.OpenConnections) })
-	g("reeve_db_connections_in_use", "Database connections in use.", func(s sql.DBStats) float64 { return float64(s.InUse) })
-	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reeve_db_connection_waits_total", Help: "Waits for a free database connection.", ConstLabels: labels},
-		func() float64 { return float64(st.Stats().WaitCount) }))
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reeve_db_write_queue", Help: "Writes queued for SQLite's writer (0 on PostgreSQL, which has no queue).", ConstLabels: labels},
-		func() float64 { return float64(st.WriteQueue()) }))
+	add("reeve_db_connections_open", "Database connections open.", "gauge", func() float64 { return float64(st.Stats().OpenConnections) })
+	add("reeve_db_connections_in_use", "Database connections in use.", "gauge", func() float64 { return float64(st.Stats().InUse) })
+	add("reeve_db_connection_waits_total", "Waits for a free database connection.", "counter", func() float64 { return float64(st.Stats().WaitCount) })
+	add("reeve_db_write_queue", "Writes queued for SQLite's writer (0 on PostgreSQL, which has no queue).", "gauge", func() float64 { return float64(st.WriteQueue()) })
 }
 
 // instrument counts and times every request by the route pattern that
@@ -112,10 +106,7 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 		if route == "" {
 			route = "unmatched"
 		}
-		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(sw.code)).Inc()
-		if route != "/ws" {
-			m.latency.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
-		}
+		m.observe(route, r.Method, strconv.Itoa(sw.code), route != "/ws", time.Since(start).Seconds())
 	})
 }
 
@@ -132,7 +123,10 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "metrics answer loopback clients only unless "+EnvMetricsToken+" is set", http.StatusForbidden)
 		return
 	}
-	promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	bw := bufio.NewWriter(w)
+	m.write(bw)
+	bw.Flush()
 }
 
 type statusWriter struct {
