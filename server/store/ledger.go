@@ -35,6 +35,10 @@ type LedgerEntry struct {
 	Attributes     json.RawMessage
 	CreatedBy      string
 	CreatedAt      time.Time
+	// Uncapped records usage already spent (a finished run's report): it
+	// counts in the totals but is not refused for the cap or billing, so
+	// the cap then blocks what comes next. Not stored.
+	Uncapped bool
 }
 
 // LedgerPeriod is the running total of a workspace in one period.
@@ -132,10 +136,10 @@ func (s *DB) RecordUsage(ctx context.Context, e *LedgerEntry, audit AuditEntry) 
 				return err
 			}
 			p, active, err := readBudget(tx, e.WorkspaceID)
-			if err != nil {
+			if err != nil && !(e.Uncapped && errors.Is(err, ErrBadPolicy)) {
 				return err
 			}
-			if !active {
+			if !active && !e.Uncapped {
 				return ErrBillingInactive
 			}
 			// Both period rows grow, in a fixed order (no deadlock); the
@@ -147,7 +151,7 @@ func (s *DB) RecordUsage(ctx context.Context, e *LedgerEntry, audit AuditEntry) 
 				}
 				q := `UPDATE ledger_periods SET total_nanos = total_nanos + ?, entries = entries + 1 WHERE workspace_id = ? AND period = ?`
 				args := []any{int64(e.Cost), e.WorkspaceID, key}
-				if kind == p.Period && p.HardCap != nil {
+				if kind == p.Period && p.HardCap != nil && !e.Uncapped {
 					q += ` AND total_nanos + ? <= ?`
 					args = append(args, int64(e.Cost), int64(*p.HardCap))
 				}
