@@ -42,17 +42,17 @@ func TestMain(m *testing.M) {
 
 // plane is a control plane with an owner and their workspace.
 type plane struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *servertest.Server
 	owner servertest.User
 }
 
-func newPlane(t *testing.T, o servertest.Options) *plane {
+func newPlane(t testing.TB, o servertest.Options) *plane {
 	srv := servertest.Start(t, o)
 	return &plane{t: t, srv: srv, owner: srv.NewUser("owner@example.com")}
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
@@ -112,12 +112,12 @@ func (p *plane) waitRun(id, what string, timeout time.Duration, cond func(sdk.Wo
 
 // machine is a daemon home with a running daemon.
 type machine struct {
-	t    *testing.T
+	t    testing.TB
 	home string
 	env  []string
 }
 
-func newMachine(t *testing.T, env []string) *machine {
+func newMachine(t testing.TB, env []string) *machine {
 	t.Helper()
 	if env == nil {
 		env = os.Environ()
@@ -179,7 +179,7 @@ type leaseLine struct {
 
 // workerProc is a running `reeve worker start`.
 type workerProc struct {
-	t      *testing.T
+	t      testing.TB
 	name   string
 	cmd    *exec.Cmd
 	done   chan struct{}
@@ -270,7 +270,7 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 }
 
 // gitRepo makes a repository with one commit in a directory named name.
-func gitRepo(t *testing.T, name string) string {
+func gitRepo(t testing.TB, name string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -289,7 +289,7 @@ func gitRepo(t *testing.T, name string) string {
 	return dir
 }
 
-func gitIn(t *testing.T, dir string, args ...string) {
+func gitIn(t testing.TB, dir string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -298,7 +298,7 @@ func gitIn(t *testing.T, dir string, args ...string) {
 	}
 }
 
-func decodeJSON[T any](t *testing.T, s string) T {
+func decodeJSON[T any](t testing.TB, s string) T {
 	t.Helper()
 	var v T
 	if err := json.Unmarshal([]byte(s), &v); err != nil {
