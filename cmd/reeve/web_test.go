@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +38,9 @@ type relayTap struct {
 	target   atomic.Value // the server's origin
 	mu       sync.Mutex
 	recorded [][]byte
-	tamper   atomic.Value // "", "flip" or "dup": applied once
+	tamper   atomic.Value // "", "flip", "dup" or "hello2": applied once
+	// swap, when set, replaces the relay JWT of the next client upgrade.
+	swap atomic.Value
 }
 
 func startRelayTap(t *testing.T) *relayTap {
@@ -48,6 +51,7 @@ func startRelayTap(t *testing.T) *relayTap {
 	}
 	p := &relayTap{ln: ln}
 	p.tamper.Store("")
+	p.swap.Store("")
 	srv := &http.Server{Handler: p}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
@@ -74,6 +78,13 @@ func (p *relayTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
 		for _, s := range strings.Split(v, ",") {
 			offered = append(offered, strings.TrimSpace(s))
+		}
+	}
+	if tok, _ := p.swap.Load().(string); tok != "" && r.URL.Query().Get("role") == "client" && p.swap.CompareAndSwap(tok, "") {
+		for i, o := range offered {
+			if strings.HasPrefix(o, "reeve.jwt.") {
+				offered[i] = "reeve.jwt." + tok
+			}
 		}
 	}
 	hdr := http.Header{}
@@ -146,7 +157,11 @@ func (p *relayTap) alter(b []byte) [][]byte {
 	}
 	s, _ := env["p"].(string)
 	payload, err := base64.StdEncoding.DecodeString(s)
-	if err != nil || len(payload) < 30 || payload[0] != 3 || !p.tamper.CompareAndSwap(mode, "") {
+	want := byte(3)
+	if mode == "hello2" {
+		want = 2
+	}
+	if err != nil || len(payload) < 30 || payload[0] != want || !p.tamper.CompareAndSwap(mode, "") {
 		return [][]byte{b}
 	}
 	if mode == "dup" {
@@ -218,6 +233,8 @@ func TestSteerFromTheBrowser(t *testing.T) {
 		{Text: "Now the second.", Calls: []agenttest.ToolCall{agenttest.Bash("touch denied.txt")}},
 		{Text: "First turn done."},
 		{Text: said},
+		{Text: "One more.", Calls: []agenttest.ToolCall{agenttest.Bash("touch third.txt")}},
+		{Text: "Fine."},
 	}})
 	h := claudeHome(t, srv)
 	work := t.TempDir()
@@ -348,6 +365,59 @@ func TestSteerFromTheBrowser(t *testing.T) {
 		waitJS(t, ctx, "a new channel after "+c.mode, `document.querySelector("#conn").dataset.state === "connected"`, 60*time.Second)
 	}
 	waitJS(t, ctx, "no gap after the new channels", contiguousJS, 10*time.Second)
+
+	// Someone in the middle of the handshake (an answer that does not
+	// open with the anchor): the page refuses the machine for good and
+	// says why.
+	tap.tamper.Store("hello2")
+	webtest.Steps(t, ctx, "reload with a forged handshake", chromedp.Navigate(sessionURL), chromedp.WaitVisible(webtest.CSS("#log")))
+	waitJS(t, ctx, "the anchor refusal", `document.querySelector("#conn").dataset.state === "failed" && document.querySelector("#app-error").textContent.includes("did not prove it holds its trust anchor")`, 60*time.Second)
+	if n := evalJS[float64](t, ctx, `window.reeve.log.events.length`); n != 0 {
+		t.Fatalf("the page showed %v events from a machine that failed the handshake", n)
+	}
+
+	// A relay token of another workspace (and one with a forged
+	// signature) is refused by the relay; the page says so, fetches a
+	// fresh token and carries on.
+	other := &sdk.Client{BaseURL: serverURL, Token: strings.TrimSpace(reeveOut(t, "server", "token", "create", "--data-dir", data, "--user", "stranger@example.com"))}
+	ows, err := other.ListWorkspaces(bg)
+	if err != nil || len(ows) != 1 || ows[0].ID == ws {
+		t.Fatalf("stranger's workspaces: %v %v", ows, err)
+	}
+	var otherTok sdk.RelayTokenResponse
+	if _, err := other.Do(bg, http.MethodPost, "/api/workspaces/"+ows[0].ID+"/relay-token", map[string]any{}, &otherTok); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{otherTok.Data.Token, otherTok.Data.Token[:len(otherTok.Data.Token)-4] + "AAAA"} {
+		tap.swap.Store(bad)
+		webtest.Steps(t, ctx, "reload with a bad relay token", chromedp.Navigate(sessionURL), chromedp.WaitVisible(webtest.CSS("#log")))
+		waitJS(t, ctx, "the relay's refusal", `document.querySelector("#app-error").textContent.includes("the relay refused the connection")`, 60*time.Second)
+		waitJS(t, ctx, "a connection with a fresh token", `document.querySelector("#conn").dataset.state === "connected" && `+contiguousJS, 60*time.Second)
+	}
+
+	// Two pages on the session: a permission request shows on both (with
+	// an in-page notification), and deciding it on one clears it on both.
+	// (A second browser: a background tab of a headless browser is
+	// throttled.)
+	tab2 := webtest.Browser(t)
+	link2 := reeveOut(t, "server", "login-link", "--data-dir", data, "--email", "owner@example.com", "--app-url", serverURL)
+	webtest.Steps(t, tab2, "a second page on the session",
+		chromedp.Navigate(link2+"&next="+url.QueryEscape(strings.TrimPrefix(sessionURL, serverURL))),
+		chromedp.Click(webtest.CSS("#signin")),
+		chromedp.WaitVisible(webtest.CSS("#log")),
+	)
+	waitJS(t, tab2, "the second page's channel", `document.querySelector("#conn").dataset.state === "connected" && `+contiguousJS, 60*time.Second)
+	webtest.Steps(t, ctx, "ask for one more command",
+		chromedp.SendKeys(webtest.CSS("#prompt"), "one more"),
+		chromedp.Click(webtest.CSS("#send")),
+	)
+	for _, c := range []context.Context{ctx, tab2} {
+		waitJS(t, c, "the request on both pages", `!!document.querySelector(".perm .allow") && !!document.querySelector("#notify .notice-item")`, 120*time.Second)
+	}
+	webtest.Steps(t, tab2, "deny on the second page", chromedp.Click(webtest.CSS(".perm .deny")))
+	for _, c := range []context.Context{ctx, tab2} {
+		waitJS(t, c, "the request cleared on both pages", `!document.querySelector(".perm") && !document.querySelector("#notify .notice-item")`, 60*time.Second)
+	}
 
 	// The relay saw ciphertext only.
 	rec := tap.all()

@@ -341,10 +341,23 @@ async function sessionPage() {
     clearNotice(id);
   }
 
+  // A subscription ends with the session's turn (session-ended); the
+  // session can go on (a prompt from here or elsewhere), so the page
+  // follows it again, soon after an end and then less and less often.
+  let followDelay = 1000, refollow = null;
+  const lastSeq = () => (log.events.length ? log.events[log.events.length - 1].seq : 0);
+  const followNow = () => {
+    clearTimeout(refollow);
+    if (!remote.subs.has(sid)) remote.follow(sid, lastSeq(), onUpdate, onEnded, (e) => showError(explain(e)));
+  };
   const onUpdate = (u) => {
+    followDelay = 1000;
     log.add(u);
     const d = u.data || {};
-    if (u.kind === "status") $("#status").textContent = d.status;
+    if (u.kind === "status") {
+      $("#status").textContent = d.status;
+      delete $("#status").dataset.ended;
+    }
     if (u.kind === "permission-request") addPending(d);
     if (u.kind === "permission-decision") removePending(d.request_id);
     if (u.kind === "mode") $("#mode").value = d.mode;
@@ -352,8 +365,11 @@ async function sessionPage() {
   const onEnded = (f) => {
     $("#status").textContent = f.status + (f.reason ? " (" + f.reason + ")" : "");
     $("#status").dataset.ended = "true";
+    clearTimeout(refollow);
+    refollow = setTimeout(followNow, followDelay);
+    followDelay = Math.min(followDelay * 2, 15000);
   };
-  remote.follow(sid, 0, onUpdate, onEnded, (e) => showError(explain(e)));
+  followNow();
 
   $("#prompt-form").onsubmit = async (ev) => {
     ev.preventDefault();
@@ -364,8 +380,8 @@ async function sessionPage() {
       await remote.request("prompt", { session_id: sid, text });
       $("#prompt").value = "";
       showError("");
-      // An ended session starts a new turn: follow it again.
-      if (!remote.subs.has(sid)) remote.follow(sid, log.events.length ? log.events[log.events.length - 1].seq : 0, onUpdate, onEnded);
+      followDelay = 1000;
+      followNow();
     } catch (e) {
       showError("The prompt was not sent: " + e.message);
     } finally {
