@@ -26,6 +26,11 @@ type ServerRun struct {
 	Logger        *slog.Logger
 	// Ready receives the bound address and origin once listening.
 	Ready func(addr, url string)
+	// AllowPrivateWebhookTargets lets outbound webhook endpoints point at
+	// private and loopback addresses; WebhookRate is the inbound
+	// deliveries per minute per workspace and source (0: the default).
+	AllowPrivateWebhookTargets bool
+	WebhookRate                int
 }
 
 // ServerTokenRequest asks for an operator token.
@@ -94,6 +99,9 @@ type serverOptions struct {
 	keyFile     string
 	// ready, when set, receives the bound origin once listening (tests).
 	ready func(url string)
+
+	allowPrivateHooks bool
+	webhookRate       int
 }
 
 func newServerCmd(env *Env) *cobra.Command {
@@ -115,6 +123,8 @@ func newServerCmd(env *Env) *cobra.Command {
 	f.StringVar(&opts.relayURL, "relay-url", "", "relay URL advertised to clients (default: the server's origin)")
 	f.StringVar(&opts.ownerEmail, "owner-email", "owner@localhost", "email of the owner created on first start")
 	f.StringVar(&opts.keyFile, "master-key-file", "", "file of the master key that seals stored secrets, 0600 (default $"+EnvMasterKeyFile+", else master.key in the data directory; REEVE_MASTER_KEY overrides both)")
+	f.BoolVar(&opts.allowPrivateHooks, "allow-private-webhook-targets", false, "let outbound webhook endpoints point at private, loopback and link-local addresses (never at the server itself)")
+	f.IntVar(&opts.webhookRate, "webhook-rate", 0, "inbound webhook deliveries allowed per minute per workspace and source (default 600)")
 	cmd.AddCommand(newGroupCmd("token", "Manage API tokens as an operator", newServerTokenCreateCmd(env)))
 	cmd.AddCommand(newServerRelayCredentialCmd(env))
 	cmd.AddCommand(newServerInviteCmd(env), newServerLoginLinkCmd(env))
@@ -139,6 +149,7 @@ func runServer(ctx context.Context, opts *serverOptions) error {
 		Listen: opts.listen, DataDir: opts.dataDir, DatabaseURL: opts.databaseURL,
 		PublicURL: opts.publicURL, AppURL: opts.appURL, RelayURL: opts.relayURL,
 		OwnerEmail: opts.ownerEmail, MasterKeyFile: masterKeyFile(opts.env, opts.keyFile), Out: opts.env.Out, Logger: logger,
+		AllowPrivateWebhookTargets: opts.allowPrivateHooks, WebhookRate: opts.webhookRate,
 		Ready: func(addr, url string) {
 			fmt.Fprintf(opts.env.Err, "reeve server listening on %s (API %s/api)\n", addr, url)
 			if opts.ready != nil {

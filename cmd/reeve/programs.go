@@ -12,6 +12,7 @@ import (
 	"reeve.dev/reeve/server/host"
 	"reeve.dev/reeve/server/relay"
 	"reeve.dev/reeve/server/store"
+	"reeve.dev/reeve/server/webhooks"
 )
 
 // programs wires the daemon worker and the control plane into the command
@@ -50,6 +51,8 @@ func ServerPrograms() cli.ServerPrograms {
 				Listen: o.Listen, DataDir: o.DataDir, DatabaseURL: o.DatabaseURL,
 				PublicURL: o.PublicURL, AppURL: o.AppURL, RelayURL: o.RelayURL,
 				OwnerEmail: o.OwnerEmail, MasterKeyFile: o.MasterKeyFile, Out: o.Out, Logger: o.Logger,
+				Webhooks:    webhooks.Options{Targets: webhooks.TargetPolicy{AllowPrivate: o.AllowPrivateWebhookTargets}},
+				WebhookRate: o.WebhookRate,
 			})
 			if err != nil {
 				return err
