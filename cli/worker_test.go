@@ -80,6 +80,8 @@ func TestWorkerFlagsRefusedEarly(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "home")
 	bad := filepath.Join(t.TempDir(), "bad.cred")
 	os.WriteFile(bad, []byte("not-a-runner-credential"), 0o600)
+	good := filepath.Join(t.TempDir(), "good.cred")
+	os.WriteFile(good, []byte("rwc_good"), 0o600)
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -96,6 +98,7 @@ func TestWorkerFlagsRefusedEarly(t *testing.T) {
 		{[]string{"worker", "run-once", "--lease", "abc"}, ExitUsage, "rwl_"},
 		{[]string{"worker", "start", "--registration-profile", filepath.Join(dir, "missing.json")}, ExitUsage, "registration-profile"},
 		{[]string{"worker", "stop"}, ExitNotRunning, ""},
+		{[]string{"worker", "start", "--server", "http://127.0.0.1:1", "--credential-file", good, "--workdir", t.TempDir()}, ExitNotRunning, "no daemon is running"},
 	} {
 		env, _, errb := testEnv()
 		c := Execute(context.Background(), env, append([]string{"--home", dir}, tc.args...))

@@ -104,7 +104,9 @@ func TestKilledWorkerLeaseExpiresAndAnotherFinishes(t *testing.T) {
 	}
 	b := m.startWorker("b", args...)
 	done := p.waitRun(run.ID, "another worker to finish it", 3*time.Minute, func(r sdk.WorkflowRun) bool { return sdk.RunTerminal(r.Status) })
-	if done.Status != sdk.RunSucceeded || done.Attempt != 2 || done.SessionID == first.SessionID || !strings.Contains(done.DiffSummary, "slow.txt") {
+	// Attempt 2, or more if a loaded machine let a heartbeat miss the
+	// short TTL before the kill: each expiry is counted.
+	if done.Status != sdk.RunSucceeded || done.Attempt < 2 || done.Attempt <= first.Attempt || done.SessionID == first.SessionID || !strings.Contains(done.DiffSummary, "slow.txt") {
 		t.Fatalf("first %+v\nfinished %+v", first, done)
 	}
 	if rs := b.results(); len(rs) != 1 || rs[0].RunID != run.ID || rs[0].Status != "succeeded" {
@@ -122,7 +124,8 @@ func TestKilledWorkerLeaseExpiresAndAnotherFinishes(t *testing.T) {
 // Cancelling a running run reaches the holder on a heartbeat: it stops
 // the agent (the daemon's session is killed) and the run ends cancelled.
 func TestCancelStopsTheAgent(t *testing.T) {
-	p := newPlane(t, servertest.Options{LeaseTTL: 3 * time.Second})
+	// Heartbeats every 3 s: cancel arrives within one of them.
+	p := newPlane(t, servertest.Options{LeaseTTL: 9 * time.Second})
 	_, cred := p.executor(p.owner, "fleet", nil, nil)
 	repo := gitRepo(t, "app")
 	m := newMachine(t, nil)
