@@ -36,8 +36,10 @@ const (
 	defaultClaimWait = 30 * time.Second
 	maxApprovalWait  = 60 * time.Second
 	// claimRecheck bounds how long a waiting claimer sleeps without a
-	// signal: a safety net under the queue watcher.
-	claimRecheck = 15 * time.Second
+	// signal. The queue watcher signals every change, and the worker polls
+	// again when its wait ends, so this is only a net under both: idle
+	// claimers cost no query each.
+	claimRecheck = maxClaimWait
 	// queuePoll is how often a replica looks at a workspace's queue while
 	// claimers wait there: runs queued through another replica are seen
 	// within it.
@@ -202,7 +204,21 @@ func (s *Server) claimLease(c *call) (int, any, error) {
 	wf, _ := c.wfStore()
 	f := store.ClaimFilter{WorkspaceID: c.ws.ID, ExecutorID: e.ID, Agents: agents, Tags: tags, Workdirs: cleanList(req.Workdirs)}
 	deadline := time.Now().Add(wait)
-	for {
+	for woken := false; ; woken = true {
+		// A wake-up reaches every claimer of the workspace; after the first
+		// ones took the new runs, the rest see an empty queue in one read
+		// instead of each trying a write.
+		if woken {
+			if n, _, err := wf.QueuedHead(c.ctx(), c.ws.ID); err == nil && n == 0 {
+				if !time.Now().Before(deadline) {
+					return http.StatusNoContent, nil, nil
+				}
+				if !s.work.wait(c.ctx(), c.ws.ID, deadline, claimRecheck) {
+					return http.StatusNoContent, nil, nil
+				}
+				continue
+			}
+		}
 		reason, err := s.budgetBlocks(c)
 		if err != nil {
 			return 0, nil, err
@@ -548,7 +564,7 @@ func (s *Server) releaseLease(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	if r.Status == sdk.RunQueued {
-		s.work.signal(r.WorkspaceID)
+		s.work.signalOne(r.WorkspaceID)
 	}
 	return 200, sdk.WorkflowRunResponse{Data: runOut(r, nil, c.now())}, nil
 }
@@ -611,7 +627,7 @@ func (s *Server) SweepLeases(ctx context.Context, wf store.Workflows) int {
 		for _, r := range runs {
 			s.log.Info("lease expired", "run", r.ID, "status", r.Status, "attempt", r.Attempt)
 			if r.Status == sdk.RunQueued {
-				s.work.signal(r.WorkspaceID)
+				s.work.signalOne(r.WorkspaceID)
 			}
 		}
 		if len(runs) < 200 {
@@ -638,8 +654,8 @@ type workHub struct {
 }
 
 type topic struct {
-	ch      chan struct{}
-	waiters int
+	// waiting holds one channel per waiter, oldest first.
+	waiting []chan struct{}
 	stop    context.CancelFunc
 }
 
@@ -647,36 +663,54 @@ func newWorkHub(s *Server) *workHub {
 	return &workHub{s: s, topics: map[string]*topic{}, touched: map[string]time.Time{}}
 }
 
-func (h *workHub) signal(key string) {
+// signal wakes every waiter of key (a decision, a change the watcher saw).
+func (h *workHub) signal(key string) { h.wake(key, -1) }
+
+// signalOne wakes the longest-waiting claimer: one run was queued, so one
+// claimer is enough, and the others do not stampede the store. If that
+// claimer cannot take the run (another agent or tag), the watcher sees
+// the queue changed and wakes them all within queuePoll.
+func (h *workHub) signalOne(key string) { h.wake(key, 1) }
+
+func (h *workHub) wake(key string, n int) {
 	h.mu.Lock()
-	if t := h.topics[key]; t != nil {
-		close(t.ch)
-		t.ch = make(chan struct{})
+	defer h.mu.Unlock()
+	t := h.topics[key]
+	if t == nil {
+		return
 	}
-	h.mu.Unlock()
+	if n < 0 || n > len(t.waiting) {
+		n = len(t.waiting)
+	}
+	for _, ch := range t.waiting[:n] {
+		close(ch)
+	}
+	t.waiting = t.waiting[n:]
 }
 
 // wait blocks until key is signalled, until passes, recheck elapses or
 // ctx ends; it returns false only when ctx ended.
 func (h *workHub) wait(ctx context.Context, key string, until time.Time, recheck time.Duration) bool {
+	ch := make(chan struct{})
 	h.mu.Lock()
 	t := h.topics[key]
 	if t == nil {
-		t = &topic{ch: make(chan struct{})}
+		t = &topic{}
 		h.topics[key] = t
+		if !strings.HasPrefix(key, "approval:") {
+			wctx, cancel := context.WithCancel(context.Background())
+			t.stop = cancel
+			go h.watch(wctx, key)
+		}
 	}
-	t.waiters++
-	if t.waiters == 1 && !strings.HasPrefix(key, "approval:") {
-		wctx, cancel := context.WithCancel(context.Background())
-		t.stop = cancel
-		go h.watch(wctx, key)
-	}
-	ch := t.ch
+	t.waiting = append(t.waiting, ch)
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
-		t.waiters--
-		if t.waiters == 0 {
+		if i := slices.Index(t.waiting, ch); i >= 0 {
+			t.waiting = slices.Delete(t.waiting, i, i+1)
+		}
+		if len(t.waiting) == 0 && h.topics[key] == t {
 			if t.stop != nil {
 				t.stop()
 			}

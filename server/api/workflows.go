@@ -388,7 +388,7 @@ func (s *Server) newRunAs(c *call, actor string, req sdk.WorkflowRunCreateReques
 		return 0, nil, err
 	}
 	if status == sdk.RunQueued {
-		s.work.signal(r.WorkspaceID)
+		s.work.signalOne(r.WorkspaceID)
 	}
 	return 201, sdk.WorkflowRunResponse{Data: runOut(r, nil, now)}, nil
 }
@@ -504,7 +504,7 @@ func (s *Server) patchRun(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	if r.Status == sdk.RunQueued {
-		s.work.signal(r.WorkspaceID)
+		s.work.signalOne(r.WorkspaceID)
 	}
 	return 200, sdk.WorkflowRunResponse{Data: runOut(r, nil, now)}, nil
 }
