@@ -18,7 +18,7 @@ func testPrograms() Programs {
 			h, err := host.New(ctx, host.Options{
 				Listen: o.Listen, DataDir: o.DataDir, DatabaseURL: o.DatabaseURL,
 				PublicURL: o.PublicURL, AppURL: o.AppURL, RelayURL: o.RelayURL,
-				OwnerEmail: o.OwnerEmail, Out: o.Out, Logger: o.Logger,
+				OwnerEmail: o.OwnerEmail, MasterKeyFile: o.MasterKeyFile, Out: o.Out, Logger: o.Logger,
 			})
 			if err != nil {
 				return err
@@ -28,6 +28,10 @@ func testPrograms() Programs {
 				o.Ready(h.Addr(), h.URL())
 			}
 			return h.Run(ctx)
+		},
+		RotateMasterKey: func(ctx context.Context, o ServerMasterKeyRequest) (ServerMasterKeyRotation, error) {
+			r, err := host.RotateMasterKey(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL, MasterKeyFile: o.MasterKeyFile}, o.DropOld)
+			return ServerMasterKeyRotation(r), err
 		},
 		CreateToken: func(ctx context.Context, o ServerTokenRequest) (ServerTokenResult, error) {
 			r, err := host.CreateToken(ctx, host.TokenOptions{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL, Email: o.Email, Name: o.Name})
