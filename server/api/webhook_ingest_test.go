@@ -16,6 +16,7 @@ import (
 
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/servertest"
+	"reeve.dev/reeve/server/store/storetest"
 	"reeve.dev/reeve/server/webhooksig"
 )
 
@@ -72,7 +73,16 @@ func eventCount(t *testing.T, s *servertest.Server, u servertest.User) int {
 // oversized, malformed and replayed ones refused or deduplicated, and a
 // labelled issue routed to the route that asks for the label.
 func TestWebhookIngest(t *testing.T) {
-	s := servertest.Start(t, servertest.Options{MaxBodyBytes: 64 << 10, WebhookRate: 1000})
+	t.Run("sqlite", func(t *testing.T) { testWebhookIngest(t, servertest.Options{}) })
+	t.Run("postgres", func(t *testing.T) {
+		storetest.Available(t)
+		testWebhookIngest(t, servertest.Options{DatabaseURL: storetest.PostgresURL(t)})
+	})
+}
+
+func testWebhookIngest(t *testing.T, o servertest.Options) {
+	o.MaxBodyBytes, o.WebhookRate = 64<<10, 1000
+	s := servertest.Start(t, o)
 	owner := s.NewUser("owner@example.com")
 	member := s.AddMember(owner.Workspace, "member@example.com", "member")
 	other := s.NewUser("other@example.com")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"reeve.dev/reeve/server/servertest"
+	"reeve.dev/reeve/server/store/storetest"
 	"reeve.dev/reeve/server/webhooks"
 )
 
@@ -409,5 +410,51 @@ func TestOutboundEventsFromChanges(t *testing.T) {
 	}
 	if n := len(ofType(got, "session.started")); n != 1 {
 		t.Fatalf("session.started delivered %d times", n)
+	}
+}
+
+// Two replicas on one PostgreSQL database share the outbox: every message
+// is delivered, each exactly once, though both dispatchers poll it.
+func TestOutboundTwoReplicas(t *testing.T) {
+	storetest.Available(t)
+	rcv := startReceiver(t, 1)
+	o := fastRetries()
+	o.Schedule.Base = 200 * time.Millisecond
+	opts := servertest.Options{DatabaseURL: storetest.PostgresURL(t), DataDir: filepath.Join(t.TempDir(), "data"), Webhooks: o}
+	a := servertest.Start(t, opts)
+	b := servertest.Start(t, opts)
+	u := a.NewUser("owner@example.com")
+	ep := createOutbound(t, a, u, rcv.URL, "webhook.ping")
+	rcv.setSecrets(t, ep["secret"].(string))
+	const n = 20
+	for i := 0; i < n; i++ {
+		srv := a
+		if i%2 == 1 {
+			srv = b
+		}
+		expect(t, do(t, srv, "POST", "/api/integration-webhooks/"+ep["id"].(string)+"/test-delivery", u.Token, map[string]any{}, "X-Reeve-Workspace", u.Workspace), 201, "test delivery")
+	}
+	got := rcv.wait(t, "every message delivered", func(g []received) bool {
+		ok := map[string]bool{}
+		for _, r := range g {
+			if r.Answered == 200 {
+				ok[r.ID] = true
+			}
+		}
+		return len(ok) == n
+	})
+	delivered := map[string]int{}
+	for _, r := range got {
+		if r.Results[0] != "ok" {
+			t.Fatalf("did not verify: %v", r.Results)
+		}
+		if r.Answered == 200 {
+			delivered[r.ID]++
+		}
+	}
+	for id, c := range delivered {
+		if c != 1 {
+			t.Fatalf("message %s delivered %d times", id, c)
+		}
 	}
 }
