@@ -411,14 +411,14 @@ func (s *Store) Events(ctx context.Context, sessionID string, afterSeq int64, li
 	defer conn.Close()
 	var out []Event
 	err = conn.Raw(func(dc any) error {
-		q, ok := dc.(driver.QueryerContext)
-		if !ok {
-			return fmt.Errorf("driver connection %T cannot query", dc)
+		st, err := s.eventsStmt(dc)
+		if err != nil {
+			return err
 		}
 		// A page is short, so instead of handing ctx to the driver (which
 		// starts an interrupt watcher goroutine per query) we check it
 		// between rows.
-		rows, err := q.QueryContext(context.WithoutCancel(ctx), selectEventsSQL, []driver.NamedValue{
+		rows, err := st.QueryContext(context.WithoutCancel(ctx), []driver.NamedValue{
 			{Ordinal: 1, Value: sessionID},
 			{Ordinal: 2, Value: afterSeq},
 			{Ordinal: 3, Value: int64(limit)},
@@ -479,4 +479,42 @@ func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
 		return 0, fmt.Errorf("last seq of %s: %w", sessionID, ErrNotFound)
 	}
 	return last.Int64, nil
+}
+
+// eventsStmt is the replay query prepared on one reader connection, once:
+// a follower's read of the one or two events that woke it would otherwise
+// spend as long parsing and planning the query as running it. A driver
+// connection is used by one caller at a time (database/sql holds it for
+// Raw), and so is its statement.
+func (s *Store) eventsStmt(dc any) (driver.StmtQueryContext, error) {
+	if st, ok := s.stmts.Load(dc); ok {
+		return st.(driver.StmtQueryContext), nil
+	}
+	p, ok := dc.(driver.ConnPrepareContext)
+	if !ok {
+		return nil, fmt.Errorf("driver connection %T cannot prepare", dc)
+	}
+	st, err := p.PrepareContext(context.Background(), selectEventsSQL)
+	if err != nil {
+		return nil, err
+	}
+	q, ok := st.(driver.StmtQueryContext)
+	if !ok {
+		st.Close()
+		return nil, fmt.Errorf("driver statement %T cannot query", st)
+	}
+	s.stmts.Store(dc, q)
+	return q, nil
+}
+
+// closeStmts finalises the statements prepared by eventsStmt; Close calls
+// it before closing their connections.
+func (s *Store) closeStmts() error {
+	var errs []error
+	s.stmts.Range(func(k, v any) bool {
+		errs = append(errs, v.(driver.Stmt).Close())
+		s.stmts.Delete(k)
+		return true
+	})
+	return errors.Join(errs...)
 }

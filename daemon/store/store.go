@@ -85,6 +85,10 @@ type Store struct {
 	app      *appender
 	watchers watchHub
 
+	// stmts holds the replay statement of each reader connection
+	// (eventsStmt).
+	stmts sync.Map
+
 	// ends holds terminal statuses that could not be written (ends.go).
 	ends       endBook
 	settleDone chan struct{}
@@ -282,7 +286,7 @@ func (s *Store) Close() error {
 		s.cancel()
 		<-s.ckptDone
 		<-s.settleDone
-		var errs []error
+		errs := []error{s.closeStmts()}
 		if s.ends.file != nil {
 			errs = append(errs, s.ends.file.Close())
 		}
