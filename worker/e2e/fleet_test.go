@@ -205,7 +205,7 @@ func TestRunOnceWithLeaseToken(t *testing.T) {
 	}
 
 	// The spent token, and one the server never issued.
-	if r := m.run(append([]string{"worker", "run-once", "--lease", l.Token}, flags...)...); r.code == 0 || r.code == 10 {
+	if r := m.run(append([]string{"worker", "run-once", "--lease", l.Token}, flags...)...); r.code != 7 || !strings.Contains(r.stderr, "expired or ended") {
 		t.Fatalf("spent token: exit %d %s", r.code, r.stderr)
 	}
 	if r := m.run(append([]string{"worker", "run-once", "--lease", "rwl_unknown"}, flags...)...); r.code != 6 || !strings.Contains(r.stderr, "lease token") {
