@@ -274,3 +274,38 @@ func emitRunEvents(tx *Tx, r WorkflowRun, events []RunEvent) error {
 	}
 	return emitWebhooks(tx, r.WorkspaceID, out, at)
 }
+
+// emitBudgetCrossings emits budget.threshold_crossed, in the transaction
+// of the ledger entry that crossed it, for each threshold of the policy's
+// cap (its warn_at fraction, and the cap itself) that the entry's cost
+// stepped over: exactly one entry crosses a threshold, however many
+// writers race, because period totals grow under the row's lock.
+func emitBudgetCrossings(tx *Tx, e *LedgerEntry, p BudgetPolicy) error {
+	if p.HardCap == nil || *p.HardCap <= 0 || e.Cost <= 0 {
+		return nil
+	}
+	period := p.Period
+	if period == "" {
+		period = PeriodMonthly
+	}
+	key := PeriodKey(period, e.CreatedAt)
+	var total int64
+	if err := tx.QueryRow(`SELECT total_nanos FROM ledger_periods WHERE workspace_id = ? AND period = ?`, e.WorkspaceID, key).Scan(&total); err != nil {
+		return fmt.Errorf("budget thresholds: %w", err)
+	}
+	before := total - int64(e.Cost)
+	var events []OutboundEvent
+	for _, frac := range []float64{p.WarnAt, 1} {
+		if frac <= 0 || frac > 1 || (frac == p.WarnAt && frac == 1 && len(events) > 0) {
+			continue
+		}
+		limit := int64(float64(*p.HardCap) * frac)
+		if before < limit && total >= limit {
+			events = append(events, OutboundEvent{Kind: "budget.threshold_crossed", Data: map[string]any{
+				"period": key, "threshold": frac, "threshold_usd": USD(limit).String(), "spent_usd": USD(total).String(),
+				"hard_cap_usd": p.HardCap.String(), "ledger_entry_id": e.ID,
+			}})
+		}
+	}
+	return emitWebhooks(tx, e.WorkspaceID, events, e.CreatedAt)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -193,6 +194,53 @@ func TestThrottleHit(t *testing.T) {
 		var rows int
 		if err := s.read.QueryRow(`SELECT count(*) FROM webhook_throttle WHERE source = 'chat'`).Scan(&rows); err != nil || rows != 1 {
 			t.Fatalf("old windows kept: %d %v", rows, err)
+		}
+	})
+}
+
+// A ledger entry that steps over the warn fraction or the cap emits
+// budget.threshold_crossed in its own transaction; 100 racing entries
+// cross each threshold exactly once.
+func TestBudgetThresholdCrossed(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e engine) {
+		s := e.open(t)
+		ctx := context.Background()
+		ws := "01BUDGETTHRESHOLD0000000WS"
+		ledgerWorkspace(t, s, ws, `{"hard_cap_usd":"10.00","warn_at_fraction":0.8}`)
+		ep := addEndpoint(t, s, ws, map[string]any{"events": []string{"budget.threshold_crossed"}})
+		var wg sync.WaitGroup
+		for i := range 120 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// $0.10 each: the 80th crosses $8, the 100th reaches $10,
+				// the rest are refused by the cap.
+				_, err := s.RecordUsage(ctx, usageEntry(ws, "k"+strconv.Itoa(i), 100_000_000), AuditEntry{})
+				if err != nil && !errors.Is(err, ErrHardCap) {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		ms, err := s.WebhookMessages(ctx, ws, ep, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[float64]int{}
+		for _, m := range ms {
+			var env struct {
+				Data struct {
+					Threshold float64 `json:"threshold"`
+					Spent     string  `json:"spent_usd"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(m.Payload, &env); err != nil {
+				t.Fatal(err)
+			}
+			got[env.Data.Threshold]++
+		}
+		if len(ms) != 2 || got[0.8] != 1 || got[1] != 1 {
+			t.Fatalf("threshold events: %v (%d messages)", got, len(ms))
 		}
 	})
 }

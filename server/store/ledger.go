@@ -172,6 +172,9 @@ func (s *DB) RecordUsage(ctx context.Context, e *LedgerEntry, audit AuditEntry) 
 			if err != nil {
 				return fmt.Errorf("ledger entry: %w", err)
 			}
+			if err := emitBudgetCrossings(tx, e, p); err != nil {
+				return err
+			}
 			return insertAudit(tx, audit)
 		})
 		if errors.Is(err, ErrConflict) {
