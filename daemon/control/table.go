@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/server/sdk"
 )
 
 // The dispatch table: every request type of the control protocol, and
@@ -19,27 +20,37 @@ type handler func(c *wsConn, frame []byte) (result any, err error)
 // must ack before the events it streams).
 var errAcked = errors.New("acked by the handler")
 
-func (s *wsServer) buildTable() map[string]handler {
-	t := map[string]handler{
-		wire.TypeList:        decode((*wsConn).list),
-		wire.TypeSubscribe:   decode((*wsConn).subscribe),
-		wire.TypeUnsubscribe: decode((*wsConn).unsubscribe),
-		wire.TypeLaunch:      call(s.sessions.Launch),
-		wire.TypePrompt:      done(s.sessions.Prompt),
-		wire.TypeKill:        done(s.sessions.Kill),
+// entry is one request type: the handler that answers it and the
+// permission a remote client needs for it (access.go), checked before the
+// handler runs. Every entry declares one; a test fails when one does not.
+type entry struct {
+	h    handler
+	need permission
+}
+
+func (s *wsServer) buildTable() map[string]entry {
+	t := map[string]entry{
+		wire.TypeList:        {decode((*wsConn).list), need(sdk.SessionViewer, scopeMachine)},
+		wire.TypeSubscribe:   {decode((*wsConn).subscribe), need(sdk.SessionViewer, scopeSession)},
+		wire.TypeUnsubscribe: {decode((*wsConn).unsubscribe), anyClient()},
+		wire.TypeLaunch:      {call(s.sessions.Launch), need(sdk.SessionSteerer, scopeDirectory)},
+		wire.TypePrompt:      {done(s.sessions.Prompt), need(sdk.SessionSteerer, scopeSession)},
+		wire.TypeKill:        {done(s.sessions.Kill), need(sdk.SessionSteerer, scopeSession)},
 	}
 	if p := s.permissions; p != nil {
-		t[wire.TypeRespondPermission] = call(p.RespondPermission)
-		t[wire.TypeSetMode] = done(p.SetMode)
+		t[wire.TypeRespondPermission] = entry{call(p.RespondPermission), need(sdk.SessionApprover, scopeRequest)}
+		t[wire.TypeSetMode] = entry{done(p.SetMode), need(sdk.SessionOwner, scopeSession)}
 	}
 	if w := s.worktrees; w != nil {
-		t[wire.TypeWorktreeList] = call(w.WorktreeList)
-		t[wire.TypeWorktreeDiff] = call(w.WorktreeDiff)
-		t[wire.TypeWorktreeSummary] = call(w.WorktreeSummary)
-		t[wire.TypeRollback] = call(w.Rollback)
-		t[wire.TypeBranchRetry] = call(w.BranchRetry)
-		t[wire.TypeSquashMerge] = call(w.SquashMerge)
-		t[wire.TypeWorktreeRemove] = call(w.WorktreeRemove)
+		// Reading a worktree is viewing the session; changing it is the
+		// owner's.
+		t[wire.TypeWorktreeList] = entry{call(w.WorktreeList), need(sdk.SessionViewer, scopeSessionOpt)}
+		t[wire.TypeWorktreeDiff] = entry{call(w.WorktreeDiff), need(sdk.SessionViewer, scopeSession)}
+		t[wire.TypeWorktreeSummary] = entry{call(w.WorktreeSummary), need(sdk.SessionViewer, scopeSession)}
+		t[wire.TypeRollback] = entry{call(w.Rollback), need(sdk.SessionOwner, scopeSession)}
+		t[wire.TypeBranchRetry] = entry{call(w.BranchRetry), need(sdk.SessionOwner, scopeSession)}
+		t[wire.TypeSquashMerge] = entry{call(w.SquashMerge), need(sdk.SessionOwner, scopeSession)}
+		t[wire.TypeWorktreeRemove] = entry{call(w.WorktreeRemove), need(sdk.SessionOwner, scopeSession)}
 	}
 	return t
 }

@@ -27,7 +27,7 @@ var eventTypes = []string{
 }
 
 // fullTable is the table with every optional part present.
-func fullTable() map[string]handler {
+func fullTable() map[string]entry {
 	return newWSServer(Options{Sessions: &fakeSessions{}, Permissions: fakePermissions{}, Worktrees: fakeWorktrees{}}).table
 }
 

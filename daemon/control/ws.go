@@ -86,8 +86,10 @@ type wsServer struct {
 	worktrees   Worktrees   // nil: no worktree requests
 	log         EventLog
 	discover    Discover
+	directories Directories
 	daemonID    string
-	table       map[string]handler
+	table       map[string]entry
+	now         func() time.Time
 
 	mu       sync.Mutex
 	conns    map[*wsConn]struct{}
@@ -98,6 +100,7 @@ func newWSServer(opts Options) *wsServer {
 	s := &wsServer{
 		sessions: opts.Sessions, permissions: opts.Permissions, worktrees: opts.Worktrees,
 		log: opts.Log, discover: opts.Discover, daemonID: opts.DaemonID, conns: map[*wsConn]struct{}{},
+		directories: opts.Directories, now: time.Now,
 	}
 	s.table = s.buildTable()
 	return s
@@ -146,7 +149,7 @@ func (s *wsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.SetReadLimit(maxFrame)
 	defer c.CloseNow()
-	s.serve(r.Context(), wsFrames{c})
+	s.serve(r.Context(), wsFrames{c}, false)
 }
 
 // ServeControl runs the control protocol over fc until it ends or ctx does.
@@ -155,13 +158,19 @@ func (a *API) ServeControl(ctx context.Context, fc FrameConn) {
 		fc.Close("this daemon serves no sessions")
 		return
 	}
-	a.ws.serve(ctx, fc)
+	a.ws.serve(ctx, fc, true)
 }
 
-func (s *wsServer) serve(ctx context.Context, fc FrameConn) {
+// serve runs one connection; a remote one (relayed) has every request
+// decided by its client's access (access.go).
+func (s *wsServer) serve(ctx context.Context, fc FrameConn, remote bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	conn := &wsConn{srv: s, c: fc, ctx: ctx, cancel: cancel, wmu: make(chan struct{}, 1), subs: map[string]*subscription{}, notices: make(chan Notice, noticeQueue)}
+	if remote {
+		conn.access = &connAccess{}
+		conn.access.gate, _ = fc.(AccessGate)
+	}
 	s.mu.Lock()
 	stopping := s.stopping
 	if stopping == "" {
@@ -236,6 +245,9 @@ type wsConn struct {
 	// mutex, the goodbye can give up waiting for a stuck write.
 	wmu     chan struct{}
 	helloed bool
+	// access is the remote client's access (nil on a local connection,
+	// which the guard has admitted).
+	access *connAccess
 	// writing is when the write in progress began (unix nanos), 0 when
 	// none is; the watchdog closes a connection stuck longer than
 	// writeTimeout. One watchdog is far cheaper than a timer per frame.
@@ -314,18 +326,27 @@ func (c *wsConn) handle(data []byte) {
 			return
 		}
 		c.helloed = true
+		if c.access != nil {
+			c.presentAccess(h.AccessToken)
+		}
 		return
 	}
 	if !c.helloed {
 		c.ack(env.ID, nil, &wire.AckError{Code: wire.CodeHelloRequired, Message: "send a hello frame first"})
 		return
 	}
-	h, ok := c.srv.table[env.Type]
+	e, ok := c.srv.table[env.Type]
 	if !ok {
 		c.ack(env.ID, nil, &wire.AckError{Code: wire.CodeUnknownType, Message: fmt.Sprintf("unknown frame type %q", env.Type)})
 		return
 	}
-	result, err := h(c, data)
+	if c.access != nil {
+		if err := c.authorize(env.Type, e.need, data); err != nil {
+			c.ack(env.ID, nil, toAckError(err))
+			return
+		}
+	}
+	result, err := e.h(c, data)
 	switch {
 	case errors.Is(err, errAcked):
 	case err != nil:

@@ -210,5 +210,12 @@ func (a *Attempt) Save(creds *sdk.RelayCredentials) (home.RelayCredentials, erro
 	if err := a.opts.Home.WriteRelayCredentials(rc); err != nil {
 		return rc, fmt.Errorf("save relay credentials: %w", err)
 	}
+	// The keys that sign remote clients' access tokens, learned now from
+	// the server this pairing trusted.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := LearnServerKeys(ctx, a.opts.Home, a.opts.Server, a.client.HTTP); err != nil {
+		return rc, err
+	}
 	return rc, nil
 }

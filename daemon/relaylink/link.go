@@ -24,6 +24,7 @@ import (
 
 	"reeve.dev/reeve/daemon/control"
 	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/daemon/pairing"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/server/relay/relaywire"
 	"reeve.dev/reeve/server/sdk"
@@ -51,6 +52,12 @@ type Options struct {
 	// LockCheck is how often an admitted channel checks whether its
 	// unlock has ended (default 1s).
 	LockCheck time.Duration
+	// ServerKeys are the control plane's signing keys, which verify
+	// remote clients' access tokens (learned at pairing). When nil and
+	// Home is set, the link learns them from the paired server before it
+	// connects (a daemon paired before keys were kept).
+	ServerKeys *sdk.JWKS
+	Home       home.Dir
 }
 
 // Link is the daemon's connection to the relay.
@@ -61,6 +68,9 @@ type Link struct {
 
 	tokMu sync.Mutex
 	tok   sdk.RelayToken
+
+	keyMu sync.Mutex
+	keys  *sdk.JWKS
 
 	mu       sync.Mutex
 	status   wire.RemoteStatus
@@ -94,6 +104,7 @@ func New(opts Options) (*Link, error) {
 		opts: opts,
 		lock: NewLock(c.AutoUnlock, c.AutoUnlockTTL, opts.Now),
 		api:  &sdk.Client{BaseURL: c.ServerURL, Token: c.IssueToken, HTTP: opts.HTTPClient},
+		keys: opts.ServerKeys,
 	}
 	l.status = wire.RemoteStatus{Link: wire.RelayConnecting, Since: time.Now().UTC(), RelayURL: c.RelayURL, WorkspaceID: c.WorkspaceID, InstallID: c.InstallID}
 	return l, nil
@@ -244,6 +255,7 @@ func (l *Link) relayURL(t sdk.RelayToken) string {
 }
 
 func (l *Link) connectAndServe(ctx context.Context) error {
+	l.learnKeys(ctx)
 	t, err := l.token(ctx, false)
 	if err != nil {
 		return err
@@ -419,7 +431,12 @@ func FromHome(dir home.Dir, opts Options) (*Link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("anchor key: %w", err)
 	}
-	opts.Credentials, opts.Anchor = creds, anchor
+	opts.Credentials, opts.Anchor, opts.Home = creds, anchor, dir
+	if opts.ServerKeys == nil {
+		if k, err := pairing.ReadServerKeys(dir); err == nil {
+			opts.ServerKeys = &k.Keys
+		}
+	}
 	return New(opts)
 }
 

@@ -51,6 +51,10 @@ const (
 	CodeAlreadyWatched = "already_subscribed"
 	CodeNotSubscribed  = "not_subscribed" // unsubscribe from a session this connection does not follow
 	CodeAckInternal    = "internal"       // the daemon failed; the message says how
+	// CodeForbidden refuses a remote client's request: its access token,
+	// its session role or the project's .reeve/access.yaml does not allow
+	// it; the message says which and why.
+	CodeForbidden = "forbidden"
 )
 
 // Request is a frame a client sends; the daemon answers each with exactly
@@ -72,6 +76,11 @@ type Hello struct {
 	ProtocolVersion int    `json:"protocol_version"`
 	Version         string `json:"version"` // software version
 	DaemonID        string `json:"daemon_id,omitempty"`
+	// AccessToken is a remote client's access token (server/sdk
+	// AccessClaims), sent in its hello on a relayed channel; the daemon
+	// decides each request of the channel with it. A later hello on the
+	// same channel replaces it (a refreshed token).
+	AccessToken string `json:"access_token,omitempty"`
 }
 
 // Ack answers one request.

@@ -218,6 +218,12 @@ func (c *Conn) finish(err error) {
 	c.cancel()
 }
 
+// AccessTokenHolder is a Transport that carries the client's access token
+// (a relayed channel); the hello presents it to the daemon.
+type AccessTokenHolder interface {
+	AccessToken() string
+}
+
 // connect dials and exchanges hellos.
 func (c *Conn) connect(ctx context.Context) (Transport, error) {
 	t, err := c.opts.Dial(ctx)
@@ -234,7 +240,11 @@ func (c *Conn) connect(ctx context.Context) (Transport, error) {
 		t.Close("no hello")
 		return nil, fmt.Errorf("the daemon did not say hello: %.200q", first)
 	}
-	mine, _ := json.Marshal(wire.Hello{Type: wire.TypeHello, ProtocolVersion: wire.ProtocolVersion, Version: c.opts.Version})
+	hello := wire.Hello{Type: wire.TypeHello, ProtocolVersion: wire.ProtocolVersion, Version: c.opts.Version}
+	if a, ok := t.(AccessTokenHolder); ok {
+		hello.AccessToken = a.AccessToken()
+	}
+	mine, _ := json.Marshal(hello)
 	if err := t.WriteFrame(ctx, mine); err != nil {
 		t.Close("hello failed")
 		return nil, fmt.Errorf("send hello: %w", err)

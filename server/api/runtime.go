@@ -177,7 +177,18 @@ func (s *Server) relayToken(subject, workspace, role, target string) (any, error
 
 func (s *Server) clientRelayToken(c *call) (int, any, error) {
 	out, err := s.relayToken(c.p.Actor(), c.ws.ID, auth.RelayRoleClient, "")
-	return 201, out, err
+	if err != nil {
+		return 0, nil, err
+	}
+	// The access token rides along for the daemon (access_token.go).
+	if target, _ := c.body["runtime_target_id"].(string); target != "" {
+		rt := out.(sdk.RelayTokenResponse)
+		if rt.Data.AccessToken, err = s.accessToken(c, target, rt.Data.ExpiresAt); err != nil {
+			return 0, nil, err
+		}
+		out = rt
+	}
+	return 201, out, nil
 }
 
 func (s *Server) daemonRelayToken(c *call) (int, any, error) {

@@ -275,6 +275,10 @@ type RelayToken struct {
 	Token     string    `json:"token"`
 	ExpiresAt time.Time `json:"expires_at"`
 	RelayURL  string    `json:"relay_url"`
+	// AccessToken (client tokens only) is the access token the daemon
+	// checks each request against (AccessClaims); it is sent inside the
+	// end-to-end channel, never to the relay.
+	AccessToken string `json:"access_token,omitempty"`
 }
 
 // RelayTokenResponse wraps RelayToken.

@@ -43,9 +43,13 @@ const _ uint = relaywire.MaxPayload - (4*((e2e.MaxFrame+2)/3) + 2)
 // channel is one relayed, end-to-end encrypted connection to the daemon:
 // a transport of the protocol client.
 type channel struct {
-	ws   *websocket.Conn
-	sess *e2e.Session
+	ws     *websocket.Conn
+	sess   *e2e.Session
+	access string // the access token the hello presents
 }
+
+// AccessToken implements wireclient.AccessTokenHolder.
+func (c *channel) AccessToken() string { return c.access }
 
 var _ wireclient.Transport = (*channel)(nil)
 

@@ -38,8 +38,12 @@ type Options struct {
 	// must have this fingerprint. When both are given they must agree.
 	Anchor      []byte
 	Fingerprint string
-	// Token supplies relay JWTs; see WorkspaceToken.
-	Token      TokenSource
+	// Token supplies relay JWTs; see WorkspaceToken, which also supplies
+	// the access token the daemon decides requests with.
+	Token TokenSource
+	// AccessToken, when set, supplies the access token instead of Token
+	// (see server/sdk AccessClaims).
+	AccessToken TokenSource
 	HTTPClient *http.Client
 	// NoReconnect makes a dropped connection final instead of dialling
 	// again.
@@ -118,9 +122,17 @@ func (c *Client) Anchor() []byte {
 // connect dials the relay and runs the key exchange: one transport of the
 // protocol client.
 func (c *Client) connect(ctx context.Context, opts Options) (wireclient.Transport, error) {
-	tok, err := opts.Token(ctx)
+	held := &accessHeld{}
+	tctx := context.WithValue(context.WithValue(ctx, targetKey{}, opts.RuntimeTargetID), accessKey{}, held)
+	tok, err := opts.Token(tctx)
 	if err != nil {
 		return nil, fmt.Errorf("get a relay token: %w", err)
+	}
+	access := held.token
+	if opts.AccessToken != nil {
+		if access, err = opts.AccessToken(tctx); err != nil {
+			return nil, fmt.Errorf("get an access token: %w", err)
+		}
 	}
 	u, err := WSURL(opts.RelayURL, relaywire.RoleClient, opts.WorkspaceID, opts.RuntimeTargetID)
 	if err != nil {
@@ -139,6 +151,7 @@ func (c *Client) connect(ctx context.Context, opts Options) (wireclient.Transpor
 		ws.CloseNow()
 		return nil, err
 	}
+	ch.access = access
 	c.mu.Lock()
 	c.anchor, c.admission = anchor, adm
 	c.mu.Unlock()

@@ -13,24 +13,43 @@ import (
 // WorkspaceToken is a TokenSource that asks the control plane for a client
 // relay JWT (POST /api/workspaces/{workspace}/relay-token) with the user's
 // token or personal API token in c, and reuses it until shortly before it
-// expires.
+// expires. The same answer carries the access token for the daemon being
+// dialled (runtime_target_id), which the client presents in its hello.
 func WorkspaceToken(c *sdk.Client, workspace string) TokenSource {
 	var mu sync.Mutex
-	var cur sdk.RelayToken
+	cur := map[string]sdk.RelayToken{}
 	return func(ctx context.Context) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		if cur.Token != "" && time.Until(cur.ExpiresAt) > 30*time.Second {
-			return cur.Token, nil
+		target, _ := ctx.Value(targetKey{}).(string)
+		t := cur[target]
+		if t.Token == "" || time.Until(t.ExpiresAt) <= 30*time.Second {
+			body := map[string]any{}
+			if target != "" {
+				body["runtime_target_id"] = target
+			}
+			var r sdk.RelayTokenResponse
+			if _, err := c.Do(ctx, http.MethodPost, "/api/workspaces/"+url.PathEscape(workspace)+"/relay-token", body, &r); err != nil {
+				return "", err
+			}
+			t = r.Data
+			cur[target] = t
 		}
-		var r sdk.RelayTokenResponse
-		if _, err := c.Do(ctx, http.MethodPost, "/api/workspaces/"+url.PathEscape(workspace)+"/relay-token", map[string]any{}, &r); err != nil {
-			return "", err
+		if h, ok := ctx.Value(accessKey{}).(*accessHeld); ok {
+			h.token = t.AccessToken
 		}
-		cur = r.Data
-		return cur.Token, nil
+		return t.Token, nil
 	}
 }
+
+// The connection tells a TokenSource which daemon it dials (targetKey),
+// and a TokenSource that also has the access token hands it back
+// (accessKey).
+type (
+	targetKey  struct{}
+	accessKey  struct{}
+	accessHeld struct{ token string }
+)
 
 // StaticToken is a TokenSource that always returns tok.
 func StaticToken(tok string) TokenSource {
