@@ -44,7 +44,7 @@ type Options struct {
 	// AccessToken, when set, supplies the access token instead of Token
 	// (see server/sdk AccessClaims).
 	AccessToken TokenSource
-	HTTPClient *http.Client
+	HTTPClient  *http.Client
 	// NoReconnect makes a dropped connection final instead of dialling
 	// again.
 	NoReconnect bool
