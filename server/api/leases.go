@@ -430,6 +430,18 @@ func (s *Server) raiseApproval(c *call) (int, any, error) {
 		eventOf(sdk.RunEventApprovalRequest, actor, now, map[string]any{"node_key": req.NodeKey, "tool": req.Tool, "summary": req.Summary, "expires_at": a.ExpiresAt}),
 		statusEvent(actor, now, sdk.RunWaitingApproval, map[string]any{"node_key": req.NodeKey}),
 	}
+	// The holder is checked first as well: raising a node key that exists
+	// answers the stored node without running the transition's check.
+	cur, err := wf.Run(c.ctx(), c.ws.ID, l.runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, errorf(http.StatusNotFound, sdk.CodeLeaseNotFound, "no lease %q in this workspace", l.id)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := c.checkHeld(&cur, l, req.Fence, now); err != nil {
+		return 0, nil, err
+	}
 	got, created, err := wf.RaiseApproval(c.ctx(), a, func(r *store.WorkflowRun) error {
 		if err := c.checkHeld(r, l, req.Fence, now); err != nil {
 			return err

@@ -304,6 +304,12 @@ func TestWorkerScopeMatrix(t *testing.T) {
 		expect(t, do(t, e.s, p.method, p.path, e.u.Token, p.body), 401, "user token "+p.path)
 	}
 	expect(t, do(t, e.s, "GET", path+"/approvals/n", sib.Credential, nil), 403, "sibling approval read")
+	// A node that exists is no way around it either.
+	if _, err := e.runner.RaiseLeaseApproval(ctx, l.ID, sdk.LeaseApprovalRequest{Fence: l.Fence, NodeKey: "held", Tool: "Bash"}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, do(t, e.s, "POST", path+"/approvals", sib.Credential, fmt.Sprintf(`{"fence":%d,"node_key":"held","tool":"Bash"}`, l.Fence)), 403, "sibling raising an existing node")
+	expect(t, do(t, e.s, "GET", path+"/approvals/held", sib.Credential, nil), 403, "sibling reading an existing node")
 	// Capabilities: a tag or an agent the executor lacks is refused.
 	_, _, err = sibling.ClaimLease(ctx, sdk.WorkerClaimRequest{Tags: []string{"gpu"}})
 	wantCode(t, err, 403, sdk.CodeForbidden)
@@ -353,7 +359,7 @@ func TestWorkerScopeMatrix(t *testing.T) {
 	expect(t, do(t, e.s, "POST", "/api/runtime/worker/leases/nonsense/heartbeat", rot.Credential, fence), 404, "unknown lease")
 	_, err = e.s.Client(sdk.LeaseTokenPrefix + "forged").LeaseByToken(ctx)
 	wantCode(t, err, 401, sdk.CodeUnauthenticated)
-	if r, _ := e.u.Client.GetWorkflowRun(ctx, e.u.Workspace, l.RunID); r.Status != sdk.RunLeased || r.LeaseID != l.ID {
+	if r, _ := e.u.Client.GetWorkflowRun(ctx, e.u.Workspace, l.RunID); r.Status != sdk.RunWaitingApproval || r.LeaseID != l.ID {
 		t.Fatalf("the run changed: %+v", r)
 	}
 }
