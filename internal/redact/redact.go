@@ -59,7 +59,7 @@ func Value(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
-			if secretKey().MatchString(k) && e != nil {
+			if secretKey().MatchString(k) && e != nil && !harmless(k, e) {
 				if _, isObj := e.(map[string]any); !isObj {
 					x[k] = Mask
 					continue
@@ -77,6 +77,21 @@ func Value(v any) any {
 		return String(x)
 	}
 	return v
+}
+
+// harmless reports whether a value under a secret-sounding key cannot be a
+// secret: a boolean ("has_api_key": true), or a number under a key that
+// counts model tokens ("input_tokens": 1200, "cache_read_input_tokens"),
+// which agents' usage reports are full of and which masking would erase
+// from every synced session's spend.
+func harmless(key string, v any) bool {
+	switch v.(type) {
+	case bool:
+		return true
+	case float64, json.Number:
+		return strings.HasSuffix(strings.ToLower(key), "tokens")
+	}
+	return false
 }
 
 // JSON masks a JSON document; a document that does not parse is masked as

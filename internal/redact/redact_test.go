@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -32,5 +33,30 @@ func TestKnownSecretsAreMasked(t *testing.T) {
 	}
 	if strings.Contains(out, "MIIabc") {
 		t.Errorf("PEM body survived")
+	}
+}
+
+// Usage counts under "…tokens" keys and booleans are kept; a string or a
+// number under any other secret-sounding key is still masked.
+func TestTokenCountsAreNotSecrets(t *testing.T) {
+	in := `{"usage":{"input_tokens":1200,"cache_read_input_tokens":7,"max_tokens":64},"has_api_key":true,` +
+		`"tokens":"abc","api_key":12345678,"password":"hunter2","access_token":99}`
+	var got map[string]any
+	if err := json.Unmarshal(JSON([]byte(in)), &got); err != nil {
+		t.Fatal(err)
+	}
+	usage := got["usage"].(map[string]any)
+	for _, k := range []string{"input_tokens", "cache_read_input_tokens", "max_tokens"} {
+		if _, ok := usage[k].(float64); !ok {
+			t.Errorf("usage.%s = %v, want the count kept", k, usage[k])
+		}
+	}
+	if got["has_api_key"] != true {
+		t.Errorf("has_api_key = %v, want true kept", got["has_api_key"])
+	}
+	for _, k := range []string{"tokens", "api_key", "password", "access_token"} {
+		if got[k] != Mask {
+			t.Errorf("%s = %v, want %q", k, got[k], Mask)
+		}
 	}
 }
