@@ -1,14 +1,16 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/store"
 )
 
 // A pairing code carries about 40 bits and the pairing routes are public,
@@ -24,7 +26,10 @@ import (
 //   - a code whose status token is guessed wrong pairingCodeFailBurst times
 //     refuses status polls the same way, whoever asks.
 //
-// The limits live in each server's memory: replicas each apply their own.
+// The failure budgets are shared by every replica through the database
+// (store.TakeBucket), so N replicas do not allow N times the guesses; the
+// request and mint rates live in each server's memory (they bound load,
+// not guessing, which the failure budgets bound).
 const (
 	pairingIPRate        = 5.0
 	pairingIPBurst       = 30.0
@@ -35,63 +40,71 @@ const (
 )
 
 type pairGuard struct {
-	requests *throttle // per address
-	mints    *throttle // per address
-	ipFails  *failures // per address
-	code     *failures // per code (wrong status tokens)
+	requests *throttle       // per address
+	mints    *throttle       // per address
+	ipFails  *sharedFailures // per address
+	code     *sharedFailures // per code (wrong status tokens)
 }
 
-func newPairGuard() *pairGuard {
+func newPairGuard(st store.Store) *pairGuard {
 	return &pairGuard{
 		requests: newThrottle(pairingIPRate, pairingIPBurst),
 		mints:    newThrottle(perMinute, pairingMintBurst),
-		ipFails:  newFailures(perMinute, pairingFailBurst),
-		code:     newFailures(perMinute, pairingCodeFailBurst),
+		ipFails:  &sharedFailures{st: st, name: "pairing-address-failures", rate: perMinute, burst: pairingFailBurst},
+		code:     &sharedFailures{st: st, name: "pairing-code-failures", rate: perMinute, burst: pairingCodeFailBurst},
 	}
 }
 
-// failures is a token bucket that only failures drain: a check does not
-// consume, a failure does.
-type failures struct {
+// sharedFailures is a failure budget (a token bucket only failures drain)
+// kept in the database, shared by every replica.
+type sharedFailures struct {
+	st          store.Store
+	name        string
 	rate, burst float64
-	mu          sync.Mutex
-	m           map[string]*bucket
+	n           atomic.Uint32 // reservations made here, to prune now and then
 }
 
-func newFailures(rate, burst float64) *failures {
-	return &failures{rate: rate, burst: burst, m: map[string]*bucket{}}
-}
-
-func (f *failures) refill(key string, now time.Time) *bucket {
-	b, ok := f.m[key]
-	if !ok {
-		if len(f.m) > 100000 {
-			clear(f.m)
+// reserve takes one failure from key's budget before the attempt, so
+// that concurrent attempts (on any replica) cannot all pass one check: it
+// reports how long to wait when none was left. An attempt that does not
+// fail gives its token back (refund).
+func (f *sharedFailures) reserve(ctx context.Context, key string, now time.Time) (time.Duration, bool, error) {
+	held, err := f.st.TakeBucket(ctx, f.name, key, f.rate, f.burst, 1, now)
+	if err != nil {
+		return 0, false, err
+	}
+	if held < 1 {
+		return time.Duration((1 - held) / f.rate * float64(time.Second)), false, nil
+	}
+	// A bucket untouched for as long as a full refill takes is the same
+	// as none: drop such rows now and then.
+	if f.n.Add(1)%256 == 0 {
+		if _, err := f.st.PruneBuckets(ctx, now.Add(-time.Duration(f.burst/f.rate*float64(time.Second))-time.Minute)); err != nil {
+			return 0, false, err
 		}
-		b = &bucket{tokens: f.burst, last: now}
-		f.m[key] = b
 	}
-	b.tokens = min(f.burst, b.tokens+now.Sub(b.last).Seconds()*f.rate)
-	b.last = now
-	return b
+	return 0, true, nil
 }
 
-// check reports how long key must wait before its next attempt counts.
-func (f *failures) check(key string, now time.Time) (time.Duration, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	b := f.refill(key, now)
-	if b.tokens < 1 {
-		return time.Duration((1 - b.tokens) / f.rate * float64(time.Second)), false
+// check reports how long key must wait before its next attempt counts,
+// taking nothing.
+func (f *sharedFailures) check(ctx context.Context, key string, now time.Time) (time.Duration, bool, error) {
+	held, err := f.st.TakeBucket(ctx, f.name, key, f.rate, f.burst, 0, now)
+	if err != nil || held >= 1 {
+		return 0, err == nil, err
 	}
-	return 0, true
+	return time.Duration((1 - held) / f.rate * float64(time.Second)), false, nil
 }
 
-func (f *failures) fail(key string, now time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	b := f.refill(key, now)
-	b.tokens = max(0, b.tokens-1)
+// fail takes one failure from key's budget.
+func (f *sharedFailures) fail(ctx context.Context, key string, now time.Time) error {
+	_, err := f.st.TakeBucket(ctx, f.name, key, f.rate, f.burst, 1, now)
+	return err
+}
+
+func (f *sharedFailures) refund(ctx context.Context, key string, now time.Time) error {
+	_, err := f.st.TakeBucket(ctx, f.name, key, f.rate, f.burst, -1, now)
+	return err
 }
 
 func clientAddr(r *http.Request) string {
@@ -123,24 +136,44 @@ func (s *Server) guarded(mint bool, h handlerFunc) handlerFunc {
 			return h(c)
 		}
 		code := normCode(c.r.PathValue("code"))
-		if wait, ok := g.ipFails.check(ip, now); !ok {
+		if wait, ok, err := g.ipFails.reserve(c.ctx(), ip, now); err != nil {
+			return 0, nil, err
+		} else if !ok {
 			return 0, nil, rateLimited(wait, "too many failed pairing attempts from this address; retry later")
 		}
+		// The code's budget is checked, not reserved: a daemon may poll
+		// its own code several times at once. Its failures still count on
+		// every replica; the address budget above is the strict one.
 		if c.route.Method == http.MethodGet && c.route.Auth == AuthPublic {
-			if wait, ok := g.code.check(code, now); !ok {
-				return 0, nil, rateLimited(wait, "too many wrong status tokens for this code; retry later")
+			wait, ok, err := g.code.check(c.ctx(), code, now)
+			if err == nil && !ok {
+				err = rateLimited(wait, "too many wrong status tokens for this code; retry later")
+			}
+			if err != nil {
+				return 0, nil, errors.Join(err, g.ipFails.refund(c.ctx(), ip, now))
 			}
 		}
 		status, body, err := h(c)
 		var ae *apiError
+		addrFailed, codeFailed := false, false
 		if errors.As(err, &ae) {
 			switch {
 			case ae.Status == http.StatusNotFound && ae.Code == sdk.CodeNotFound:
-				g.ipFails.fail(ip, now)
+				addrFailed = true
 			case ae == errBadStatusToken:
-				g.ipFails.fail(ip, now)
-				g.code.fail(code, now)
+				addrFailed, codeFailed = true, true
 			}
+		}
+		// What did not fail gives its reserved token back.
+		var rerr error
+		if !addrFailed {
+			rerr = g.ipFails.refund(c.ctx(), ip, now)
+		}
+		if codeFailed {
+			rerr = errors.Join(rerr, g.code.fail(c.ctx(), code, now))
+		}
+		if rerr != nil && err == nil {
+			return 0, nil, rerr
 		}
 		return status, body, err
 	}

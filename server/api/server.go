@@ -153,7 +153,7 @@ func New(opts Options) (*Server, error) {
 		creds:    newCredCache(opts.CacheTTL),
 		throttle: newThrottle(opts.RuntimeRate, 2*opts.RuntimeRate),
 		relay:    newRelayHub(),
-		pairs:    newPairGuard(),
+		pairs:    newPairGuard(opts.Store),
 		wsCache:  map[string]wsEntry{},
 	}
 	hooks, err := s.newDispatcher()

@@ -206,6 +206,11 @@ type Store interface {
 	// InTx runs fn in one write transaction (unit.go).
 	InTx(ctx context.Context, fn func(RecordTx) error) error
 
+	// TakeBucket and PruneBuckets run token buckets shared by every
+	// replica (throttle.go).
+	TakeBucket(ctx context.Context, name, key string, rate, burst, cost float64, now time.Time) (float64, error)
+	PruneBuckets(ctx context.Context, before time.Time) (int64, error)
+
 	// Audit log.
 	AppendAudit(ctx context.Context, e AuditEntry) error
 	Audit(ctx context.Context, workspaceID string, opts ListOptions) ([]AuditEntry, error)
