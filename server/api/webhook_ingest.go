@@ -63,14 +63,18 @@ func providerByName(name string) (sdk.WebhookProvider, bool) {
 
 // rawBodyRoutes read their own body: a signature covers the bytes as
 // sent, and is checked before the JSON is.
-var rawBodyRoutes = map[string]bool{}
+var rawBodyRoutes = func() map[string]bool {
+	m := map[string]bool{}
+	for _, p := range providers {
+		m[OperationID("POST", p.IngestPath)] = true
+	}
+	return m
+}()
 
 func (s *Server) ingestHandlers() map[string]handlerFunc {
 	m := map[string]handlerFunc{}
 	for _, p := range providers {
-		id := OperationID("POST", p.IngestPath)
-		rawBodyRoutes[id] = true
-		m[id] = s.ingest(p.Provider)
+		m[OperationID("POST", p.IngestPath)] = s.ingest(p.Provider)
 	}
 	return m
 }
