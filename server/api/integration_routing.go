@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"text/template"
 
 	"gopkg.in/yaml.v3"
@@ -72,7 +73,9 @@ type routeDef struct {
 	files                   map[string][]byte
 }
 
-var routeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+// routeNameRE is compiled on first use: a package-level regexp is built at
+// every start of the binary, every command and the daemon included.
+var routeNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`) })
 
 // loadRoutes reads every route of the workspace's bundles. A file that
 // does not parse is reported and skipped: one bad file must not stop the
@@ -115,7 +118,7 @@ func (s *Server) loadRoutes(ctx context.Context, ws string) ([]routeDef, []strin
 					continue
 				}
 				for _, rd := range doc.Routes {
-					if !routeNameRE.MatchString(rd.Name) || rd.Agent == "" || rd.On.Trigger == "" || (rd.Prompt == "") == (rd.PromptFile == "") {
+					if !routeNameRE().MatchString(rd.Name) || rd.Agent == "" || rd.On.Trigger == "" || (rd.Prompt == "") == (rd.PromptFile == "") {
 						problems = append(problems, fmt.Sprintf("%s@%s %s: route %q is not valid (reeve check shows why)", b.Resource, b.Version, p, rd.Name))
 						continue
 					}
