@@ -207,8 +207,9 @@ func TestSteerFromTheBrowser(t *testing.T) {
 
 	tap := startRelayTap(t)
 	data := filepath.Join(t.TempDir(), "server")
-	_, serverURL := startReady(t, nil, "(API ", "server", "--listen", "127.0.0.1:0", "--data-dir", data, "--relay-url", tap.URL())
-	serverURL = strings.TrimSuffix(serverURL, "/api)")
+	addr := freePort(t)
+	srv1, _ := startReady(t, nil, "(API ", "server", "--listen", addr, "--data-dir", data, "--relay-url", tap.URL())
+	serverURL := "http://" + addr
 	tap.target.Store(serverURL)
 	var tok struct {
 		Token string `json:"token"`
@@ -418,6 +419,17 @@ func TestSteerFromTheBrowser(t *testing.T) {
 	for _, c := range []context.Context{ctx, tab2} {
 		waitJS(t, c, "the request cleared on both pages", `!document.querySelector(".perm") && !document.querySelector("#notify .notice-item")`, 60*time.Second)
 	}
+
+	// The page stays open across a restart of the server (and its relay):
+	// it says it lost the connection, and carries on when the server is
+	// back, with no gap.
+	srv1.cmd.Process.Signal(os.Interrupt)
+	srv1.cmd.Wait()
+	waitJS(t, ctx, "the lost connection on the page", `document.querySelector("#conn").dataset.state !== "connected" && document.querySelector("#app-error").textContent.length > 0`, 60*time.Second)
+	lost := webtest.Text(t, ctx, "#app-error")
+	startReady(t, nil, "(API ", "server", "--listen", addr, "--data-dir", data, "--relay-url", tap.URL())
+	waitJS(t, ctx, "the page back after the restart", `document.querySelector("#conn").dataset.state === "connected" && `+contiguousJS, 120*time.Second)
+	t.Logf("during the restart the page said: %s", lost)
 
 	// The relay saw ciphertext only.
 	rec := tap.all()

@@ -44,7 +44,7 @@ function setConn(s) {
   c.dataset.state = s.state;
   c.textContent = s.state === "connected" ? "connected · end-to-end encrypted" : s.message;
   if (s.state === "connected") showError("");
-  else if (s.error) showError(explain(s.error) + (s.state === "reconnecting" ? " Reconnecting…" : ""));
+  else if (s.error) showError(explain(s.error).replace(/\.?$/, ".") + (s.state === "reconnecting" ? " Reconnecting…" : ""));
   if (s.error && s.error.kind === "auth") {
     const a = el("a", "", "Sign in again");
     a.href = "/login?next=" + encodeURIComponent(location.pathname);
