@@ -60,6 +60,17 @@ func testPrograms() Programs {
 			}
 			return out, err
 		},
+		SupportOperators: func(ctx context.Context, o ServerDBRequest, action, email string) (ServerSupportOperators, error) {
+			r, err := host.SupportOperators(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL}, action, email)
+			if errors.Is(err, store.ErrNotFound) {
+				err = fmt.Errorf("%w: %w", ErrServerNotFound, err)
+			}
+			out := ServerSupportOperators{Changed: r.Changed, Operators: []ServerSupportOperator{}}
+			for _, op := range r.Operators {
+				out.Operators = append(out.Operators, ServerSupportOperator{UserID: op.UserID, Email: op.Email, GrantedBy: op.GrantedBy, GrantedAt: op.GrantedAt})
+			}
+			return out, err
+		},
 		Migrate: func(ctx context.Context, o ServerDBRequest) (ServerMigration, error) {
 			m, err := host.Migrate(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL})
 			return ServerMigration(m), err

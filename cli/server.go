@@ -69,6 +69,10 @@ type ServerPrograms struct {
 	Import  func(ctx context.Context, o ServerDBRequest, r io.Reader) (ServerDumpSummary, error)
 	// RotateMasterKey rotates the master key and re-wraps the store.
 	RotateMasterKey func(ctx context.Context, o ServerMasterKeyRequest) (ServerMasterKeyRotation, error)
+	// SupportOperators grants, revokes ("grant", "revoke" with an email)
+	// or lists ("list") support operators; revoking an unknown user or a
+	// non-operator wraps ErrServerNotFound.
+	SupportOperators func(ctx context.Context, o ServerDBRequest, action, email string) (ServerSupportOperators, error)
 }
 
 // ErrServerNotFound marks a control-plane error about something that does
@@ -131,6 +135,7 @@ func newServerCmd(env *Env) *cobra.Command {
 	cmd.AddCommand(newServerMigrateCmd(env), newServerExportCmd(env), newServerImportCmd(env))
 	cmd.AddCommand(newServerMasterKeyCmd(env))
 	cmd.AddCommand(newServerKeysCmd(env))
+	cmd.AddCommand(newServerSupportCmd(env))
 	return cmd
 }
 

@@ -96,6 +96,17 @@ func ServerPrograms() cli.ServerPrograms {
 			}
 			return out, err
 		},
+		SupportOperators: func(ctx context.Context, o cli.ServerDBRequest, action, email string) (cli.ServerSupportOperators, error) {
+			r, err := host.SupportOperators(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL}, action, email)
+			if errors.Is(err, store.ErrNotFound) {
+				err = fmt.Errorf("%w: %w", cli.ErrServerNotFound, err)
+			}
+			out := cli.ServerSupportOperators{Changed: r.Changed, Operators: []cli.ServerSupportOperator{}}
+			for _, op := range r.Operators {
+				out.Operators = append(out.Operators, cli.ServerSupportOperator{UserID: op.UserID, Email: op.Email, GrantedBy: op.GrantedBy, GrantedAt: op.GrantedAt})
+			}
+			return out, err
+		},
 		Migrate: func(ctx context.Context, o cli.ServerDBRequest) (cli.ServerMigration, error) {
 			m, err := host.Migrate(ctx, host.Options{DataDir: o.DataDir, DatabaseURL: o.DatabaseURL})
 			return cli.ServerMigration(m), err

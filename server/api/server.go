@@ -253,6 +253,9 @@ type call struct {
 	sessRole string
 	// rawBody is the body as received (nil when the route takes none).
 	rawBody []byte
+	// support is what an operator's approved support access opens here
+	// (nil for everyone else); set by supportGate.
+	support *supportGrant
 }
 
 func (c *call) ctx() context.Context { return c.r.Context() }
@@ -319,7 +322,11 @@ func (s *Server) serve(c *call) (int, any, error) {
 	if err := s.scope(c); err != nil {
 		return 0, nil, err
 	}
-	if c.route.MinRole != "" && c.p.Kind == auth.KindUser && auth.RoleRank(c.role) < auth.RoleRank(c.route.MinRole) {
+	handled, err := s.supportGate(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !handled && c.route.MinRole != "" && c.p.Kind == auth.KindUser && auth.RoleRank(c.role) < auth.RoleRank(c.route.MinRole) {
 		return 0, nil, forbidden("this operation needs the %s role; you are %s", c.route.MinRole, c.role)
 	}
 	// A session route decides access before reading the body, so a caller

@@ -162,6 +162,10 @@ func (s *Server) gateSession(c *call) error {
 		return err
 	}
 	c.sess = &rec
+	if c.support != nil {
+		c.sessRole = sessViewer // a support operator admitted by a run_read grant (supportGate)
+		return nil
+	}
 	if c.p.Kind != auth.KindUser {
 		return nil // daemons reach sessions only through runtime routes of their workspace
 	}

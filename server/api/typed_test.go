@@ -79,6 +79,7 @@ func TestBillingSupportGatewayPreflight(t *testing.T) {
 	s := servertest.Start(t, servertest.Options{})
 	u := s.NewUser("ops@example.com")
 	member := s.AddMember(u.Workspace, "plain@example.com", sdk.RoleMember)
+	grantSupport(t, s, member.ID) // support requests come from support operators
 	ws := u.Workspace
 	rb := "/api/resources/" + ws + "/billing"
 	nb := expect(t, do(t, s, "POST", rb+"/portal-session", u.Token, `{}`), 404, "portal before reconcile")

@@ -15,6 +15,7 @@ import (
 func TestTypedRequestShapes(t *testing.T) {
 	s := servertest.Start(t, servertest.Options{})
 	u := s.NewUser("v@example.com")
+	grantSupport(t, s, u.ID) // support requests come from support operators
 	in, err := u.Client.CreateInstall(context.Background(), u.Workspace, "m")
 	if err != nil {
 		t.Fatal(err)
