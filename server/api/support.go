@@ -24,9 +24,9 @@ const supportCollection = "support/access-requests"
 
 // Support scopes and what each opens.
 const (
-	scopeOperational = "operational_status"   // posture
-	scopeBilling     = "billing_read"         // posture's billing fields
-	scopeRunRead     = "run_read"             // session support-debug
+	scopeOperational = "operational_status" // posture
+	scopeBilling     = "billing_read"       // posture's billing fields
+	scopeRunRead     = "run_read"           // session support-debug
 )
 
 // Support request states. "expired" is never stored: an approved request
