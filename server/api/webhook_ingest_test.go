@@ -269,6 +269,19 @@ func testWebhookIngest(t *testing.T, o servertest.Options) {
 	if rm[0].(map[string]any)["workflow_run_id"] != runID || rm[1].(map[string]any)["agent"] != "shell" || rm[1].(map[string]any)["workflow_run_id"] == runID {
 		t.Fatalf("retry routing matches: %v", rm)
 	}
+	// An event recorded by hand is routed like a delivery; its key is
+	// taken like a delivery's.
+	manual := map[string]any{"provider": "tracker", "kind": "issue.created", "delivery_id": "manual-1",
+		"subject": map[string]any{"title": "Manual", "body": "by hand", "labels": []string{"reeve"}}}
+	expect(t, do(t, s, "POST", "/api/integration-events", member.Token, manual, "X-Reeve-Workspace", owner.Workspace), 403, "member records an event")
+	me := dataOf(expect(t, do(t, s, "POST", "/api/integration-events", owner.Token, manual, "X-Reeve-Workspace", owner.Workspace), 201, "record an event"))
+	if mm := me["routing"].(map[string]any)["matched"].([]any); len(mm) != 2 || me["verification"].(map[string]any)["scheme"] != "api" {
+		t.Fatalf("manual event: %v", me)
+	}
+	expect(t, do(t, s, "POST", "/api/integration-events", owner.Token, manual, "X-Reeve-Workspace", owner.Workspace), 409, "the same delivery id again")
+	manual["verification"] = map[string]any{"result": "verified"}
+	expect(t, do(t, s, "POST", "/api/integration-events", owner.Token, manual, "X-Reeve-Workspace", owner.Workspace), 422, "a forged verification field")
+
 	pk := expect(t, do(t, s, "GET", "/api/integration-events/"+evID+"/audit-packet", owner.Token, nil, "X-Reeve-Workspace", owner.Workspace), 200, "audit packet")
 	payload := verifyPacket(t, s, pk.Body)
 	if !strings.Contains(string(payload), `"delivery_id":"d-1"`) || !strings.Contains(string(payload), "work.yaml#second") || !strings.Contains(string(payload), `"result":"verified"`) {
