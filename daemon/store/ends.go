@@ -61,7 +61,12 @@ type pendingEnd struct {
 
 // endBook holds the pending ends and their file.
 type endBook struct {
-	mu   sync.Mutex
+	// writing orders the settler's write of a kept end with every status
+	// write: without it the settler could read an end, a newer status be
+	// written and the end dropped, and the settler then overwrite that
+	// newer status with the stale end.
+	writing sync.Mutex
+	mu      sync.Mutex
 	m    map[string]pendingEnd
 	file *os.File // nil when it could not be made: memory only
 	n    atomic.Int32
@@ -309,10 +314,17 @@ func (s *Store) runSettler() {
 // settle tries to write every pending end, stopping at the first failure.
 func (s *Store) settle() {
 	for _, e := range s.ends.list() {
+		s.ends.writing.Lock()
+		if cur, ok := s.ends.get(e.Session); !ok || cur.At != e.At {
+			s.ends.writing.Unlock() // superseded meanwhile
+			continue
+		}
 		if _, err := s.writeEnd(s.ctx, e, false); err != nil {
+			s.ends.writing.Unlock()
 			return
 		}
 		s.ends.drop(e.Session, e.At)
+		s.ends.writing.Unlock()
 		s.watchers.statusChanged(e.Session)
 		slog.Info("store: wrote a session's end that had been kept in memory", "session", e.Session, "status", e.Status)
 	}

@@ -171,6 +171,8 @@ func (s *Store) UpdateSessionStatus(ctx context.Context, id string, status Statu
 	}
 	now := nanos(time.Now())
 	var res sql.Result
+	s.ends.writing.Lock() // the settler must not write a kept end in between (ends.go)
+	defer s.ends.writing.Unlock()
 	err := s.fault()
 	switch {
 	case err != nil: // an injected failure stands for the statement's

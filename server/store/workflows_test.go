@@ -124,13 +124,20 @@ func testWorkflowClaimFilters(t *testing.T, e engine) {
 	if _, err := f.s.ClaimRun(f.ctx, ClaimFilter{WorkspaceID: newID(), ExecutorID: "E2"}, f.grant(time.Minute)); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("other workspace: %v", err)
 	}
-	want := map[string]ClaimFilter{
-		gpu.ID:       {WorkspaceID: f.ws, ExecutorID: "E1", Tags: []string{"gpu", "linux"}},
-		pinned.ID:    {WorkspaceID: f.ws, ExecutorID: "E2"},
-		codex.ID:     {WorkspaceID: f.ws, ExecutorID: "E1", Agents: []string{"codex"}},
-		elsewhere.ID: {WorkspaceID: f.ws, ExecutorID: "E1", Workdirs: []string{"other-repo"}},
+	// In creation order: an empty filter list means "any", so a filter can
+	// also fit a run made for a later one; the oldest fitting run is the
+	// one it must get.
+	want := []struct {
+		id string
+		cf ClaimFilter
+	}{
+		{gpu.ID, ClaimFilter{WorkspaceID: f.ws, ExecutorID: "E1", Tags: []string{"gpu", "linux"}}},
+		{pinned.ID, ClaimFilter{WorkspaceID: f.ws, ExecutorID: "E2"}},
+		{codex.ID, ClaimFilter{WorkspaceID: f.ws, ExecutorID: "E1", Agents: []string{"codex"}}},
+		{elsewhere.ID, ClaimFilter{WorkspaceID: f.ws, ExecutorID: "E1", Workdirs: []string{"other-repo"}}},
 	}
-	for id, cf := range want {
+	for _, w := range want {
+		id, cf := w.id, w.cf
 		g := f.grant(time.Minute)
 		r, err := f.s.ClaimRun(f.ctx, cf, g)
 		if err != nil || r.ID != id {
