@@ -67,10 +67,10 @@ type endBook struct {
 	// newer status with the stale end.
 	writing sync.Mutex
 	mu      sync.Mutex
-	m    map[string]pendingEnd
-	file *os.File // nil when it could not be made: memory only
-	n    atomic.Int32
-	wake chan struct{}
+	m       map[string]pendingEnd
+	file    *os.File // nil when it could not be made: memory only
+	n       atomic.Int32
+	wake    chan struct{}
 	// recovered lists the sessions ended at Open from the file.
 	recovered []string
 }
