@@ -19,6 +19,7 @@ import (
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/sdk/accesstoken"
 	"reeve.dev/reeve/server/sdk/remote"
 )
 
@@ -236,9 +237,9 @@ func TestRemoteAccessMatrix(t *testing.T) {
 	}
 	unknownKey := func(context.Context) (string, error) {
 		_, priv, _ := ed25519.GenerateKey(rand.Reader)
-		c := sdk.AccessClaims{WorkspaceID: ws, RuntimeTargetID: creds.InstallID, WorkspaceRole: sdk.RoleOwner, DefaultSessionRole: sdk.SessionOwner}
+		c := accesstoken.Claims{WorkspaceID: ws, RuntimeTargetID: creds.InstallID, WorkspaceRole: sdk.RoleOwner, DefaultSessionRole: sdk.SessionOwner}
 		c.Subject, c.ExpiresAt = "user:1", jwt.NewNumericDate(time.Now().Add(time.Hour))
-		input, err := sdk.AccessSigningInput("ev-attacker", c)
+		input, err := accesstoken.SigningInput("ev-attacker", c)
 		if err != nil {
 			return "", err
 		}

@@ -13,6 +13,7 @@ import (
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/hookbridge/policy"
 	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/sdk/accesstoken"
 )
 
 // Who may do what, decided on the daemon (design 10). A relayed channel
@@ -39,7 +40,7 @@ import (
 type AccessGate interface {
 	// VerifyAccess checks an access token for this daemon; the error says
 	// why it is refused.
-	VerifyAccess(token string) (*sdk.AccessClaims, error)
+	VerifyAccess(token string) (*accesstoken.Claims, error)
 	// Refused hears each refused request.
 	Refused(r Refusal)
 }
@@ -86,7 +87,7 @@ type connAccess struct {
 	gate AccessGate // nil: the channel cannot verify tokens
 
 	mu     sync.Mutex
-	claims *sdk.AccessClaims
+	claims *accesstoken.Claims
 	err    error // why the last token presented was refused
 }
 
@@ -180,7 +181,7 @@ func (c *wsConn) allowed(typ string, p permission, sessionID, requestID, directo
 
 // sessionRole is the client's role on a session: the token's, capped by
 // the project's access.yaml. why explains a cap.
-func (c *wsConn) sessionRole(ctx context.Context, claims *sdk.AccessClaims, sessionID string) (role, why string) {
+func (c *wsConn) sessionRole(ctx context.Context, claims *accesstoken.Claims, sessionID string) (role, why string) {
 	role = claims.SessionRole(sessionID)
 	si, err := c.srv.sessions.Session(ctx, sessionID)
 	if err != nil || si.Directory == "" {
@@ -200,7 +201,7 @@ func (c *wsConn) sessionRole(ctx context.Context, claims *sdk.AccessClaims, sess
 // checkout has one, must make the user an operator; without one, only the
 // workspace's owners and admins (owners of every session) may launch on
 // the machine.
-func (c *wsConn) allowLaunch(ctx context.Context, claims *sdk.AccessClaims, directory string) error {
+func (c *wsConn) allowLaunch(ctx context.Context, claims *accesstoken.Claims, directory string) error {
 	dir := c.checkout(ctx, directory)
 	if dir != "" {
 		file, err := projectRole(dir, claims)
@@ -247,7 +248,7 @@ func (c *wsConn) checkout(ctx context.Context, directory string) string {
 // projectRole is the session role the project's access.yaml gives the
 // client ("" when the project has no file); an invalid file is an error,
 // so that a broken file refuses rather than opens.
-func projectRole(dir string, claims *sdk.AccessClaims) (string, error) {
+func projectRole(dir string, claims *accesstoken.Claims) (string, error) {
 	a, err := policy.LoadAccess(dir)
 	if err != nil {
 		return "", err

@@ -10,6 +10,7 @@ import (
 	"reeve.dev/reeve/daemon/store"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/sdk/accesstoken"
 )
 
 // dirSessions answers every session as one running in dir.
@@ -49,7 +50,7 @@ func TestAccessFileCapsSessionRoles(t *testing.T) {
 	s := newWSServer(Options{Sessions: dirSessions{&fakeSessions{}, dir}, Directories: oneDirectory{dir}})
 	conn := func(email string, teams []string, acl string) *wsConn {
 		c := &wsConn{srv: s, ctx: context.Background(), access: &connAccess{}}
-		c.access.claims = &sdk.AccessClaims{Email: email, Teams: teams, DefaultSessionRole: acl}
+		c.access.claims = &accesstoken.Claims{Email: email, Teams: teams, DefaultSessionRole: acl}
 		return c
 	}
 	steer, mode := need(sdk.SessionSteerer, scopeSession), need(sdk.SessionOwner, scopeSession)

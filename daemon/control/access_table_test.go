@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/sdk/accesstoken"
 )
 
 // Every request type of the dispatch table declares the permission a
@@ -29,7 +30,7 @@ func TestEveryRequestTypeDeclaresAPermission(t *testing.T) {
 func TestUndeclaredPermissionRefuses(t *testing.T) {
 	s := newWSServer(Options{Sessions: &fakeSessions{}})
 	c := &wsConn{srv: s, access: &connAccess{}}
-	c.access.claims = &sdk.AccessClaims{DefaultSessionRole: sdk.SessionOwner}
+	c.access.claims = &accesstoken.Claims{DefaultSessionRole: sdk.SessionOwner}
 	if _, err := c.allowed("made-up", permission{}, "s1", "", ""); err == nil {
 		t.Fatal("a request type without a declared permission was let through")
 	}

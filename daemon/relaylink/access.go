@@ -7,6 +7,7 @@ import (
 	"reeve.dev/reeve/daemon/control"
 	"reeve.dev/reeve/daemon/pairing"
 	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/sdk/accesstoken"
 )
 
 // A relayed channel verifies its client's access token (control's
@@ -16,14 +17,14 @@ import (
 var _ control.AccessGate = (*channel)(nil)
 
 // VerifyAccess implements control.AccessGate.
-func (ch *channel) VerifyAccess(token string) (*sdk.AccessClaims, error) {
+func (ch *channel) VerifyAccess(token string) (*accesstoken.Claims, error) {
 	l := ch.mux.link
 	keys := l.serverKeys()
 	if keys == nil {
 		return nil, errNoKeys
 	}
 	c := l.opts.Credentials
-	claims, err := sdk.VerifyAccessToken(token, *keys, c.WorkspaceID, c.InstallID, l.now())
+	claims, err := accesstoken.Verify(token, *keys, c.WorkspaceID, c.InstallID, l.now())
 	if err != nil {
 		l.logf("channel %s: %v", ch.id, err)
 		return nil, err

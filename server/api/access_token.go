@@ -11,6 +11,7 @@ import (
 
 	"reeve.dev/reeve/server/auth"
 	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/sdk/accesstoken"
 	"reeve.dev/reeve/server/store"
 )
 
@@ -32,7 +33,7 @@ func (s *Server) accessToken(c *call, target string, exp time.Time) (string, err
 	} else if err != nil {
 		return "", err
 	}
-	claims := sdk.AccessClaims{WorkspaceID: c.ws.ID, RuntimeTargetID: target, WorkspaceRole: c.role, Sessions: map[string]string{}}
+	claims := accesstoken.Claims{WorkspaceID: c.ws.ID, RuntimeTargetID: target, WorkspaceRole: c.role, Sessions: map[string]string{}}
 	if u, err := s.st.User(c.ctx(), c.p.UserID); err == nil {
 		claims.Email = u.Email
 	}
@@ -95,7 +96,7 @@ func (s *Server) accessToken(c *call, target string, exp time.Time) (string, err
 		if len(keys.Keys) == 0 {
 			return "", errors.New("no signing key")
 		}
-		input, err := sdk.AccessSigningInput(keys.Keys[0].Kid, claims)
+		input, err := accesstoken.SigningInput(keys.Keys[0].Kid, claims)
 		if err != nil {
 			return "", err
 		}

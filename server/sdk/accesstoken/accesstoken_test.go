@@ -1,4 +1,4 @@
-package sdk
+package accesstoken
 
 import (
 	"crypto/ed25519"
@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"reeve.dev/reeve/server/sdk"
 )
 
-func signAccess(t *testing.T, priv ed25519.PrivateKey, kid string, c AccessClaims) string {
+func signAccess(t *testing.T, priv ed25519.PrivateKey, kid string, c Claims) string {
 	t.Helper()
-	in, err := AccessSigningInput(kid, c)
+	in, err := SigningInput(kid, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,17 +27,17 @@ func signAccess(t *testing.T, priv ed25519.PrivateKey, kid string, c AccessClaim
 func TestVerifyAccessTokenRefusals(t *testing.T) {
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	_, other, _ := ed25519.GenerateKey(rand.Reader)
-	keys := JWKS{Keys: []JWK{{Kty: "OKP", Crv: "Ed25519", X: base64.RawURLEncoding.EncodeToString(pub), Kid: "ev-1", Alg: "EdDSA"}}}
+	keys := sdk.JWKS{Keys: []sdk.JWK{{Kty: "OKP", Crv: "Ed25519", X: base64.RawURLEncoding.EncodeToString(pub), Kid: "ev-1", Alg: "EdDSA"}}}
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	base := func() AccessClaims {
-		c := AccessClaims{WorkspaceID: "ws1", RuntimeTargetID: "in1", WorkspaceRole: RoleMember, DefaultSessionRole: SessionViewer,
-			Sessions: map[string]string{"s1": SessionApprover}}
+	base := func() Claims {
+		c := Claims{WorkspaceID: "ws1", RuntimeTargetID: "in1", WorkspaceRole: sdk.RoleMember, DefaultSessionRole: sdk.SessionViewer,
+			Sessions: map[string]string{"s1": sdk.SessionApprover}}
 		c.Subject, c.ExpiresAt = "user:7", jwt.NewNumericDate(now.Add(10*time.Minute))
 		return c
 	}
 	good := signAccess(t, priv, "ev-1", base())
-	c, err := VerifyAccessToken(good, keys, "ws1", "in1", now)
-	if err != nil || c.SessionRole("s1") != SessionApprover || c.SessionRole("s2") != SessionViewer {
+	c, err := Verify(good, keys, "ws1", "in1", now)
+	if err != nil || c.SessionRole("s1") != sdk.SessionApprover || c.SessionRole("s2") != sdk.SessionViewer {
 		t.Fatalf("good token: %+v %v", c, err)
 	}
 	expired := base()
@@ -57,8 +59,8 @@ func TestVerifyAccessTokenRefusals(t *testing.T) {
 		"empty":           {"", "ws1", "in1", "no access token"},
 		"garbage":         {"a.b.c", "ws1", "in1", "refused"},
 	} {
-		_, err := VerifyAccessToken(tc.tok, keys, tc.ws, tc.rt, now)
-		if !errors.Is(err, ErrAccessToken) || !strings.Contains(err.Error(), tc.want) {
+		_, err := Verify(tc.tok, keys, tc.ws, tc.rt, now)
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want a refusal saying %q", name, err, tc.want)
 		}
 	}
