@@ -247,13 +247,19 @@ func (h *Handler) relayTokenJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	var req struct {
 		Workspace string `json:"workspace"`
+		// Target asks for the daemon's access token for that machine too.
+		Target string `json:"runtime_target_id"`
 	}
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil || req.Workspace == "" {
 		fail(http.StatusUnprocessableEntity, "name the workspace")
 		return
 	}
 	var out sdk.RelayTokenResponse
-	_, err := h.client(r, s).Do(r.Context(), http.MethodPost, "/api/workspaces/"+url.PathEscape(req.Workspace)+"/relay-token", map[string]any{}, &out)
+	body := map[string]any{}
+	if req.Target != "" {
+		body["runtime_target_id"] = req.Target
+	}
+	_, err := h.client(r, s).Do(r.Context(), http.MethodPost, "/api/workspaces/"+url.PathEscape(req.Workspace)+"/relay-token", body, &out)
 	if err != nil {
 		var ae *sdk.APIError
 		if errors.As(err, &ae) {
@@ -271,7 +277,7 @@ func (h *Handler) relayTokenJSON(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadGateway, "the server could not issue a relay token")
 		return
 	}
-	json.NewEncoder(w).Encode(map[string]any{"token": out.Data.Token, "expires_at": out.Data.ExpiresAt, "relay_url": out.Data.RelayURL})
+	json.NewEncoder(w).Encode(map[string]any{"token": out.Data.Token, "expires_at": out.Data.ExpiresAt, "relay_url": out.Data.RelayURL, "access_token": out.Data.AccessToken})
 }
 
 // connectSrc is the CSP connect-src: the origin, and the relay's when it

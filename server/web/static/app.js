@@ -166,26 +166,42 @@ class Log {
     earlier.onclick = () => this.showEarlier();
   }
 
+  // add keeps the event and renders it with the others that arrived in
+  // the same frame: one layout per frame, not one per event.
   add(u) {
     this.events.push({ seq: u.seq, kind: u.kind, ts: u.ts, data: u.data });
+    (this.queued || (this.queued = [])).push(u);
+    if (!this.flushing) {
+      this.flushing = true;
+      if (document.hidden) setTimeout(() => this.flush(), 100);
+      else requestAnimationFrame(() => this.flush());
+    }
+  }
+
+  flush() {
+    this.flushing = false;
+    const batch = this.queued || [];
+    this.queued = [];
+    if (!batch.length) return;
     const atBottom = this.node.scrollHeight - this.node.scrollTop - this.node.clientHeight < 40;
-    this.node.append(this.row(u));
-    this.node.dataset.lastSeq = u.seq;
+    const frag = document.createDocumentFragment();
+    for (const u of batch) frag.append(this.row(u));
+    this.node.append(frag);
+    this.node.dataset.lastSeq = batch[batch.length - 1].seq;
     const rendered = this.events.length - this.first;
     if (rendered > this.windowSize + 100) {
       const drop = rendered - this.windowSize;
-      for (let i = 0; i < drop; i++) this.node.firstElementChild.remove();
+      for (let i = 0; i < drop && this.node.firstElementChild; i++) this.node.firstElementChild.remove();
       this.first += drop;
     }
     this.earlier.hidden = this.first === 0;
     if (atBottom) this.node.scrollTop = this.node.scrollHeight;
-    if (u.ts) {
-      const t = Date.parse(u.ts);
-      if (!Number.isNaN(t)) {
-        this.lat.push(Date.now() - t);
-        if (this.lat.length > 20000) this.lat.splice(0, 10000);
-      }
+    const now = Date.now();
+    for (const u of batch) {
+      const t = u.ts ? Date.parse(u.ts) : NaN;
+      if (!Number.isNaN(t)) this.lat.push(now - t);
     }
+    if (this.lat.length > 20000) this.lat.splice(0, 10000);
   }
 
   showEarlier() {

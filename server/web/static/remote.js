@@ -28,13 +28,13 @@ export function csrfToken() {
 
 // relayToken asks the pages for a client relay JWT with the HttpOnly
 // session cookie; the page never holds the session token itself.
-async function relayToken(workspace) {
+async function relayToken(workspace, target) {
   let res;
   try {
     res = await fetch("/app/relay-token", {
       method: "POST", credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-Reeve-CSRF": csrfToken() },
-      body: JSON.stringify({ workspace }),
+      body: JSON.stringify({ workspace, runtime_target_id: target }),
     });
   } catch (e) {
     throw new RemoteError("relay", "the server cannot be reached (" + e.message + ")");
@@ -172,7 +172,7 @@ export class Remote {
 
   async connectOnce() {
     this.state("connecting", this.connects ? "reconnecting to the machine" : "connecting to the machine");
-    const tok = await relayToken(this.o.workspace);
+    const tok = await relayToken(this.o.workspace, this.o.target);
     const link = new Link(this.wsURL(), tok.token);
     this.link = link;
     await link.opened;
@@ -199,10 +199,14 @@ export class Remote {
       chain = chain.then(() => this.onSealed(link, session, p));
     };
     for (const p of queued) link.onPayload(p);
-    const hello = await this.nextFrame();
-    if (hello.type !== "hello") throw new RemoteError("closed", "the daemon did not say hello first");
-    this.daemonHello = hello;
-    await this.sendFrame({ type: "hello", protocol_version: 1, version: VERSION });
+    const daemonHello = await this.nextFrame();
+    if (daemonHello.type !== "hello") throw new RemoteError("closed", "the daemon did not say hello first");
+    this.daemonHello = daemonHello;
+    // The access token (who this person is, their roles) goes to the
+    // daemon inside the sealed channel, never to the relay.
+    const hello = { type: "hello", protocol_version: 1, version: VERSION };
+    if (tok.access_token) hello.access_token = tok.access_token;
+    await this.sendFrame(hello);
     this.connects++;
     this.state("connected", "connected, end-to-end encrypted", null);
     // Resubscribe from the last seq each subscription handled.
