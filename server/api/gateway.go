@@ -85,27 +85,13 @@ func (s *Server) gatewayUsage(c *call) (int, any, error) {
 }
 
 func ledgerEntryJSON(e store.LedgerEntry, replayed bool) sdk.LedgerEntry {
-	out := sdk.LedgerEntry{ID: e.ID, Seq: e.Seq, WorkspaceID: e.WorkspaceID, Period: e.Period, IdempotencyKey: e.IdempotencyKey,
-		CostUSD: e.Cost.String(), FinalizedAt: e.CreatedAt, RecordedBy: e.CreatedBy, Replayed: replayed}
-	var u struct {
-		GatewayVirtualKeyID string  `json:"gateway_virtual_key_id"`
-		RunID               string  `json:"run_id"`
-		LeaseID             string  `json:"lease_id"`
-		TeamRef             *string `json:"team_ref"`
-		Provider            string  `json:"provider"`
-		Model               string  `json:"model"`
-		InputTokens         int64   `json:"input_tokens"`
-		OutputTokens        int64   `json:"output_tokens"`
-		TotalTokens         int64   `json:"total_tokens"`
-		LatencyMS           *int64  `json:"latency_ms"`
-		Status              *string `json:"status"`
-		ErrorCode           *string `json:"error_code"`
-		OccurredAt          *string `json:"occurred_at"`
-	}
-	_ = json.Unmarshal(e.Attributes, &u)
-	out.GatewayVirtualKeyID, out.RunID, out.LeaseID, out.TeamRef = u.GatewayVirtualKeyID, u.RunID, u.LeaseID, u.TeamRef
-	out.Provider, out.Model, out.InputTokens, out.OutputTokens, out.TotalTokens = u.Provider, u.Model, u.InputTokens, u.OutputTokens, u.TotalTokens
-	out.LatencyMS, out.Status, out.ErrorCode, out.OccurredAt = u.LatencyMS, u.Status, u.ErrorCode, u.OccurredAt
+	// The stored attributes are the usage record as the gateway sent it, a
+	// sdk.GatewayUsageRecordRequest whose fields sdk.LedgerEntry names the
+	// same way; the ledger's own columns are set over them.
+	var out sdk.LedgerEntry
+	_ = json.Unmarshal(e.Attributes, &out)
+	out.ID, out.Seq, out.WorkspaceID, out.Period, out.IdempotencyKey = e.ID, e.Seq, e.WorkspaceID, e.Period, e.IdempotencyKey
+	out.CostUSD, out.FinalizedAt, out.RecordedBy, out.Replayed = e.Cost.String(), e.CreatedAt, e.CreatedBy, replayed
 	return out
 }
 

@@ -66,6 +66,10 @@ func TestGatewayLedgerOverHTTP(t *testing.T) {
 	data := dataOf(led)
 	var sum store.USD
 	for _, e := range data["entries"].([]any) {
+		// The usage record's own fields come back beside the ledger's.
+		if m := e.(map[string]any); m["model"] != "m" || m["provider"] != "provider_a" || m["total_tokens"] != float64(15) || m["run_id"] != "r" {
+			t.Fatalf("entry without its usage fields: %v", m)
+		}
 		c, err := store.ParseUSD(e.(map[string]any)["cost_usd"].(string))
 		if err != nil {
 			t.Fatal(err)
