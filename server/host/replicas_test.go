@@ -169,8 +169,10 @@ func TestReplicasSpendAPairingCodeOnce(t *testing.T) {
 	got := race(t, 20, func(i int, base string) answer {
 		return post(t, base, "/api/pairing-codes/"+m.Code+"/approve", u.Token, `{"workspace":"`+u.Workspace+`"}`)
 	}, a, b)
-	if s := statuses(got); s[200] != 1 || s[409] != 19 {
-		t.Fatalf("statuses %v, want one 200 and 19×409", s)
+	// The shared guess throttle may answer some racers 429 before they
+	// reach the code; what must hold is that exactly one approval wins.
+	if s := statuses(got); s[200] != 1 || s[409]+s[429] != 19 {
+		t.Fatalf("statuses %v, want one 200 and 19 refused (409, or 429 from the throttle)", s)
 	}
 	ins, err := a.Store().Installs(ctx, u.Workspace)
 	if err != nil || len(ins) != 1 {
