@@ -448,18 +448,12 @@ func (s *Server) paymentsWebhook(c *call) (int, any, error) {
 		return 0, nil, errorf(http.StatusConflict, sdk.CodePaymentsReplay, "event %s was received before; nothing changed", ev.ID)
 	}
 	if ws != "" {
-		_ = s.st.AppendAudit(c.ctx(), store.AuditEntry{WorkspaceID: ws, Actor: "payments", Action: "billing.event", Target: "billing",
-			Detail: []byte(`{"type":"` + jsonSafe(ev.Type) + `","status":"` + jsonSafe(ev.Status) + `"}`), CreatedAt: now})
+		// The event is applied already; a lost audit line must not turn the
+		// provider's delivery into a failure it would retry, but is logged.
+		if err := s.st.AppendAudit(c.ctx(), store.AuditEntry{WorkspaceID: ws, Actor: "payments", Action: "billing.event", Target: "billing",
+			Detail: mustJSON(map[string]string{"type": ev.Type, "status": ev.Status}), CreatedAt: now}); err != nil {
+			s.log.Warn("payments webhook: the billing event is applied but its audit entry was not written", "workspace", ws, "event", ev.ID, "err", err)
+		}
 	}
 	return 200, sdk.PaymentWebhookAck{Received: true, Outcome: outcome, Status: ev.Status}, nil
-}
-
-// jsonSafe keeps an event's type or status to the characters they use.
-func jsonSafe(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '.' || r == '_' || (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			return r
-		}
-		return -1
-	}, s)
 }

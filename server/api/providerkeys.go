@@ -227,8 +227,11 @@ func (s *Server) providerKeyMaterial(c *call) (int, any, error) {
 	runID, _ := c.body["run_id"].(string)
 	leaseID, _ := c.body["lease_id"].(string)
 	refuse := func(status int, code, msg string) (int, any, error) {
-		_ = s.st.AppendAudit(c.ctx(), c.audit("provider_key.material_refused", "provider-keys/"+keyID,
-			map[string]any{"run_id": runID, "lease_id": leaseID, "install_id": c.p.InstallID, "reason": msg}))
+		// The refusal stands whether or not its audit line is written.
+		if err := s.st.AppendAudit(c.ctx(), c.audit("provider_key.material_refused", "provider-keys/"+keyID,
+			map[string]any{"run_id": runID, "lease_id": leaseID, "install_id": c.p.InstallID, "reason": msg})); err != nil {
+			s.log.Warn("provider key material refused, but its audit entry was not written", "key", keyID, "err", err)
+		}
 		return 0, nil, errorf(status, code, "%s", msg)
 	}
 	wf, ok := s.st.(store.Workflows)
