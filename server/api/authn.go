@@ -32,6 +32,9 @@ func (s *Server) authenticate(c *call) error {
 	if tok == "" {
 		return unauthenticated("a bearer credential is required")
 	}
+	if err := s.refuseRunnerElsewhere(c, tok); err != nil {
+		return err
+	}
 	var (
 		p   auth.Principal
 		err error

@@ -191,3 +191,18 @@ func (s *Server) runnerPrincipal(c *call, tok string) (auth.Principal, error) {
 	}
 	return auth.Principal{}, errBadCredential
 }
+
+// refuseRunnerElsewhere answers 403 to a valid runner credential or lease
+// token presented on a route that is not a runtime worker route: the
+// credential is genuine, it is only not allowed there (spec 4.13: it lets
+// a worker claim leases and report evidence, nothing else). An invalid
+// one goes on to the route's own check, which answers 401.
+func (s *Server) refuseRunnerElsewhere(c *call, tok string) error {
+	if c.route.Auth == AuthRunner || (!strings.HasPrefix(tok, sdk.RunnerCredentialPrefix) && !strings.HasPrefix(tok, sdk.LeaseTokenPrefix)) {
+		return nil
+	}
+	if _, err := s.runnerPrincipal(c, tok); err != nil {
+		return nil
+	}
+	return forbidden("a runner credential is good only on the worker routes (/api/runtime/worker/...)")
+}

@@ -273,6 +273,19 @@ func (c *call) leaseRef() (leaseRef, error) {
 	return leaseRef{id: id, runID: runID, fence: fence}, nil
 }
 
+// noLease is the answer for a lease whose run is not in the caller's
+// workspace: 403 when the run is another workspace's (the credential may
+// not touch it, and says so rather than pretending it does not exist),
+// 404 lease_not_found when there is no such run at all.
+func (c *call) noLease(l leaseRef) error {
+	if wf, err := c.wfStore(); err == nil {
+		if ws, err := wf.RunWorkspace(c.ctx(), l.runID); err == nil && ws != c.ws.ID {
+			return forbidden("lease %s belongs to another workspace: this credential claims and reports only in its own", l.id)
+		}
+	}
+	return errorf(http.StatusNotFound, sdk.CodeLeaseNotFound, "no lease %q", l.id)
+}
+
 // checkHeld decides whether the caller may act on lease l of run r under
 // fence: 403 for another executor's live lease, 409 stale_fence for an
 // older fence, 410 lease_expired for a lease that ended or expired.
@@ -317,7 +330,7 @@ func (s *Server) onLease(c *call, fence int64, action string, fn func(r *store.W
 		return fn(r, now)
 	}, audit)
 	if errors.Is(err, store.ErrNotFound) {
-		return r, errorf(http.StatusNotFound, sdk.CodeLeaseNotFound, "no lease %q in this workspace", l.id)
+		return r, c.noLease(l)
 	}
 	return r, err
 }
@@ -394,7 +407,7 @@ func (s *Server) leaseEvents(c *call) (int, any, error) {
 	}
 	err = wf.AppendRunEvents(c.ctx(), c.ws.ID, l.runID, func(r store.WorkflowRun) error { return c.checkHeld(&r, l, req.Fence, now) }, evs)
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil, errorf(http.StatusNotFound, sdk.CodeLeaseNotFound, "no lease %q in this workspace", l.id)
+		return 0, nil, c.noLease(l)
 	}
 	if err != nil {
 		return 0, nil, err
@@ -434,7 +447,7 @@ func (s *Server) raiseApproval(c *call) (int, any, error) {
 	// answers the stored node without running the transition's check.
 	cur, err := wf.Run(c.ctx(), c.ws.ID, l.runID)
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil, errorf(http.StatusNotFound, sdk.CodeLeaseNotFound, "no lease %q in this workspace", l.id)
+		return 0, nil, c.noLease(l)
 	}
 	if err != nil {
 		return 0, nil, err
@@ -450,7 +463,7 @@ func (s *Server) raiseApproval(c *call) (int, any, error) {
 		return nil
 	}, events)
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil, errorf(http.StatusNotFound, sdk.CodeLeaseNotFound, "no lease %q in this workspace", l.id)
+		return 0, nil, c.noLease(l)
 	}
 	if err != nil {
 		return 0, nil, err
@@ -479,7 +492,7 @@ func (s *Server) leaseApproval(c *call) (int, any, error) {
 	for {
 		r, err := wf.Run(c.ctx(), c.ws.ID, l.runID)
 		if errors.Is(err, store.ErrNotFound) {
-			return 0, nil, errorf(http.StatusNotFound, sdk.CodeLeaseNotFound, "no lease %q in this workspace", l.id)
+			return 0, nil, c.noLease(l)
 		}
 		if err != nil {
 			return 0, nil, err

@@ -296,14 +296,19 @@ func TestWorkerScopeMatrix(t *testing.T) {
 		{"POST", path + "/release", fmt.Sprintf(`{"fence":%d,"reason":"x"}`, l.Fence)},
 	} {
 		expect(t, do(t, e.s, p.method, p.path, sib.Credential, p.body), 403, "sibling "+p.path)
-		// Another workspace's executor, naming this workspace: 403; not
-		// naming it, the lease does not exist for it.
+		// Another workspace's executor: 403, whether it names this
+		// workspace or not.
 		expect(t, do(t, e.s, p.method, p.path, bex.Credential, p.body, api.WorkspaceHeader, e.u.Workspace), 403, "other workspace "+p.path)
-		expect(t, do(t, e.s, p.method, p.path, bex.Credential, p.body), 404, "other workspace (own scope) "+p.path)
+		expect(t, do(t, e.s, p.method, p.path, bex.Credential, p.body), 403, "other workspace (own scope) "+p.path)
 		// A user token is not a runner credential.
 		expect(t, do(t, e.s, p.method, p.path, e.u.Token, p.body), 401, "user token "+p.path)
 	}
 	expect(t, do(t, e.s, "GET", path+"/approvals/n", sib.Credential, nil), 403, "sibling approval read")
+	expect(t, do(t, e.s, "GET", path+"/approvals/n", bex.Credential, nil), 403, "other workspace approval read")
+	// A well-formed lease of a run that exists nowhere: 404 for anyone.
+	ghost := "/api/runtime/worker/leases/01ARZ3NDEKTSV4RRFFQ69G5FAV.1/heartbeat"
+	expect(t, do(t, e.s, "POST", ghost, e.ex.Credential, fence), 404, "no such lease")
+	expect(t, do(t, e.s, "POST", ghost, bex.Credential, fence), 404, "no such lease, other workspace")
 	// A node that exists is no way around it either.
 	if _, err := e.runner.RaiseLeaseApproval(ctx, l.ID, sdk.LeaseApprovalRequest{Fence: l.Fence, NodeKey: "held", Tool: "Bash"}); err != nil {
 		t.Fatal(err)
@@ -327,9 +332,26 @@ func TestWorkerScopeMatrix(t *testing.T) {
 	wantCode(t, err, 403, sdk.CodeForbidden)
 	_, err = e.runner.LeaseByToken(ctx)
 	wantCode(t, err, 403, sdk.CodeForbidden)
-	// A runner credential is no user: the user routes refuse it.
-	expect(t, do(t, e.s, "GET", "/api/workflow-runs", e.ex.Credential, nil), 401, "runner on a user route")
-	expect(t, do(t, e.s, "POST", "/api/managed-executors", e.ex.Credential, `{"name":"x"}`), 401, "runner creating an executor")
+	// A runner credential is no user and no daemon: every other route
+	// refuses it with 403 (a valid credential, not allowed there); a
+	// forged one is 401 as anywhere.
+	for _, p := range []struct{ method, path, body string }{
+		{"GET", "/api/workflow-runs", ""},
+		{"POST", "/api/workflow-runs", `{"agent":"shell","prompt":"x"}`},
+		{"POST", "/api/workflow-runs/" + l.RunID + "/cancel", ""},
+		{"POST", "/api/managed-executors", `{"name":"x"}`},
+		{"GET", "/api/resources/" + e.u.Workspace + "/sessions", ""},
+		{"POST", "/api/runtime/agent-sessions/sync", `{}`},
+		{"GET", "/api/runtime/install", ""},
+	} {
+		var body any
+		if p.body != "" {
+			body = p.body
+		}
+		expect(t, do(t, e.s, p.method, p.path, e.ex.Credential, body), 403, "runner credential on "+p.path)
+		expect(t, do(t, e.s, p.method, p.path, l.Token, body), 403, "lease token on "+p.path)
+		expect(t, do(t, e.s, p.method, p.path, sdk.RunnerCredentialPrefix+"forged", body), 401, "forged runner credential on "+p.path)
+	}
 	// A plain member cannot create, rotate or delete executors.
 	m := e.s.AddMember(e.u.Workspace, "member@example.com", sdk.RoleMember)
 	_, err = m.Client.CreateManagedExecutor(ctx, e.u.Workspace, sdk.ManagedExecutorCreateRequest{Name: "mine"})

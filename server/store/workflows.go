@@ -29,6 +29,9 @@ type WorkflowRun struct {
 	Agent                   string
 	Tags                    []string
 	ExecutorPin, Workdir    string
+	// RunnerPool, when set, limits the run to workers claiming for that
+	// pool (and a pooled worker takes only its pool's runs).
+	RunnerPool string
 	// Spec is what to run (prompt, model, definition, repo), a JSON object
 	// the API owns; Outcome what the worker reported.
 	Spec, Outcome        json.RawMessage
@@ -69,18 +72,20 @@ type RunApproval struct {
 }
 
 // ClaimFilter says which queued runs a worker may take: its workspace;
-// runs pinned to no executor or to ExecutorID; whose agent is among
-// Agents (empty: any); whose tags are all among Tags; whose workdir is
-// empty or among Workdirs (empty: any).
+// runs pinned to no executor or to ExecutorID; of its runner pool exactly
+// (the default pool is ""); whose agent is among Agents (empty: any);
+// whose tags are all among Tags; whose workdir is empty or among Workdirs
+// (empty: any).
 type ClaimFilter struct {
 	WorkspaceID, ExecutorID string
+	RunnerPool              string
 	Agents, Tags, Workdirs  []string
 }
 
 // Matches reports whether r passes f (the store checks the cheap columns
 // in SQL and the rest with this).
 func (f ClaimFilter) Matches(r WorkflowRun) bool {
-	if r.WorkspaceID != f.WorkspaceID || (r.ExecutorPin != "" && r.ExecutorPin != f.ExecutorID) {
+	if r.WorkspaceID != f.WorkspaceID || (r.ExecutorPin != "" && r.ExecutorPin != f.ExecutorID) || r.RunnerPool != f.RunnerPool {
 		return false
 	}
 	if len(f.Agents) > 0 && !contains(f.Agents, r.Agent) {
@@ -133,6 +138,9 @@ type Workflows interface {
 	// Runs. CreateRun numbers r (Seq) and appends its first events.
 	CreateRun(ctx context.Context, r *WorkflowRun, events []RunEvent, audit AuditEntry) error
 	Run(ctx context.Context, workspaceID, id string) (WorkflowRun, error)
+	// RunWorkspace is the workspace of a run, whichever it is: the lease
+	// routes tell another workspace's lease (403) from none (404).
+	RunWorkspace(ctx context.Context, id string) (string, error)
 	// RunByLeaseHash finds the run a lease token holds (ErrNotFound when
 	// no run holds it any more).
 	RunByLeaseHash(ctx context.Context, hash string) (WorkflowRun, error)

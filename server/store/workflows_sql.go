@@ -161,7 +161,7 @@ func (s *DB) TouchExecutor(ctx context.Context, id string, now time.Time) error 
 
 // ---- runs ----
 
-const runCols = `seq, id, workspace_id, status, agent, tags, executor_pin, workdir, spec, attempt, max_attempts, fence, lease_id, lease_hash, executor_id, lease_expires_ms, cancel_requested, session_id, outcome, blocked_reason, rerun_of, created_by, created_at, updated_at, started_at, finished_at`
+const runCols = `seq, id, workspace_id, status, agent, tags, executor_pin, workdir, spec, attempt, max_attempts, fence, lease_id, lease_hash, executor_id, lease_expires_ms, cancel_requested, session_id, outcome, blocked_reason, rerun_of, created_by, created_at, updated_at, started_at, finished_at, runner_pool`
 
 func scanRun(sc scanner) (WorkflowRun, error) {
 	var r WorkflowRun
@@ -170,7 +170,7 @@ func scanRun(sc scanner) (WorkflowRun, error) {
 	var exp sql.NullInt64
 	var cancel int64
 	err := sc.Scan(&r.Seq, &r.ID, &r.WorkspaceID, &r.Status, &r.Agent, &tags, &r.ExecutorPin, &r.Workdir, &spec, &r.Attempt, &r.MaxAttempts, &r.Fence,
-		&leaseID, &leaseHash, &r.ExecutorID, &exp, &cancel, &r.SessionID, &outcome, &r.BlockedReason, &r.RerunOf, &r.CreatedBy, &c, &u, &started, &finished)
+		&leaseID, &leaseHash, &r.ExecutorID, &exp, &cancel, &r.SessionID, &outcome, &r.BlockedReason, &r.RerunOf, &r.CreatedBy, &c, &u, &started, &finished, &r.RunnerPool)
 	if err != nil {
 		return WorkflowRun{}, err
 	}
@@ -191,7 +191,7 @@ func boolInt(b bool) int64 {
 func runValues(r *WorkflowRun) []any {
 	return []any{r.ID, r.WorkspaceID, r.Status, r.Agent, jsonList(r.Tags), r.ExecutorPin, r.Workdir, objOrEmpty(r.Spec), r.Attempt, r.MaxAttempts, r.Fence,
 		strOrNil(r.LeaseID), strOrNil(r.LeaseHash), r.ExecutorID, msOrNil(r.LeaseExpires), boolInt(r.CancelRequested), r.SessionID, objOrEmpty(r.Outcome),
-		r.BlockedReason, r.RerunOf, r.CreatedBy, ts(r.CreatedAt), ts(r.UpdatedAt), tsOrNil(r.StartedAt), tsOrNil(r.FinishedAt)}
+		r.BlockedReason, r.RerunOf, r.CreatedBy, ts(r.CreatedAt), ts(r.UpdatedAt), tsOrNil(r.StartedAt), tsOrNil(r.FinishedAt), r.RunnerPool}
 }
 
 // sqlUpdateRunWhere writes every mutable column of a run; callers add
@@ -228,7 +228,7 @@ func insertRunEvents(tx *Tx, r WorkflowRun, events []RunEvent) error {
 
 func (s *DB) CreateRun(ctx context.Context, r *WorkflowRun, events []RunEvent, audit AuditEntry) error {
 	return s.execSimple(ctx, func(tx *Tx) error {
-		err := tx.QueryRow(`INSERT INTO workflow_runs (`+runCols[len("seq, "):]+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING seq`, runValues(r)...).Scan(&r.Seq)
+		err := tx.QueryRow(`INSERT INTO workflow_runs (`+runCols[len("seq, "):]+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING seq`, runValues(r)...).Scan(&r.Seq)
 		if isUniqueViolation(err) {
 			return fmt.Errorf("workflow run %s exists: %w", r.ID, ErrConflict)
 		}
@@ -245,6 +245,12 @@ func (s *DB) CreateRun(ctx context.Context, r *WorkflowRun, events []RunEvent, a
 func (s *DB) Run(ctx context.Context, workspaceID, id string) (WorkflowRun, error) {
 	r, err := scanRun(s.queryRow(ctx, `SELECT `+runCols+` FROM workflow_runs WHERE workspace_id = ? AND id = ?`, workspaceID, id))
 	return r, notFound(err)
+}
+
+func (s *DB) RunWorkspace(ctx context.Context, id string) (string, error) {
+	var ws string
+	err := s.queryRow(ctx, `SELECT workspace_id FROM workflow_runs WHERE id = ?`, id).Scan(&ws)
+	return ws, notFound(err)
 }
 
 func (s *DB) RunByLeaseHash(ctx context.Context, hash string) (WorkflowRun, error) {
@@ -305,8 +311,8 @@ func (s *DB) ClaimRun(ctx context.Context, f ClaimFilter, g LeaseGrant) (Workflo
 			// The page is read without locks: only the run a claimer takes
 			// is locked, so fifty claimers racing for ten runs each find one
 			// instead of skipping past rows another merely looked at.
-			rows, err := tx.Query(`SELECT `+runCols+` FROM workflow_runs WHERE workspace_id = ? AND status = 'queued' AND seq > ? AND (executor_pin = '' OR executor_pin = ?) ORDER BY seq LIMIT ?`,
-				f.WorkspaceID, after, f.ExecutorID, claimPage)
+			rows, err := tx.Query(`SELECT `+runCols+` FROM workflow_runs WHERE workspace_id = ? AND status = 'queued' AND seq > ? AND (executor_pin = '' OR executor_pin = ?) AND runner_pool = ? ORDER BY seq LIMIT ?`,
+				f.WorkspaceID, after, f.ExecutorID, f.RunnerPool, claimPage)
 			if err != nil {
 				return fmt.Errorf("claim: %w", err)
 			}
