@@ -8,7 +8,6 @@ import (
 	"time"
 )
 
-
 func TestWorkflowDefinitions(t *testing.T) { eachEngine(t, testWorkflowDefinitions) }
 
 func testWorkflowDefinitions(t *testing.T, e engine) {
