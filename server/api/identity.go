@@ -67,6 +67,9 @@ func (s *Server) handlers() map[string]handlerFunc {
 	for k, v := range s.workflowHandlers() {
 		m[k] = v
 	}
+	for k, v := range s.insightHandlers() { // insights.go, reviewpackets.go
+		m[k] = v
+	}
 	return m
 }
 

@@ -419,14 +419,7 @@ func specRoutes() []Route {
 		placeholder("POST", "/api/insights/detect", "Insights"),
 		placeholder("GET", "/api/insights/summary", "Insights"),
 	)
-	ri := "/api/resources/{workspace}/insights"
-	add(
-		typed("GET", ri, "getResourceInsights", "Insights", 200, "InsightCollectionResponse"),
-		typed("PATCH", ri+"/{insight}", "updateResourceInsight", "Insights", 200, "GenericApiResponse").body("PlaceholderRequest", false).errs(404),
-		typed("POST", ri+"/{insight}/convert", "convertResourceInsight", "Insights", 201, "GenericApiResponse").success(200, 201).errs(404),
-		typed("POST", ri+"/detect", "detectResourceInsights", "Insights", 201, "InsightCollectionResponse").success(200, 201),
-		typed("GET", ri+"/summary", "getResourceInsightsSummary", "Insights", 200, "InsightSummaryResponse"),
-	)
+	add(insightRoutes()...) // insights.go
 
 	// 4.10 Workflow runs.
 	add(typed("POST", "/api/resources/{workspace}/workflow-runs/preflight", "preflightWorkflowRun", "Workflow Runs", 200, "WorkflowRunPreflightResponse").
@@ -561,6 +554,7 @@ func specRoutes() []Route {
 	add(placeholder("GET", rp+"/{reviewPacket}", "Review Packets"),
 		placeholder("PATCH", rp+"/{reviewPacket}/decision", "Review Packets"),
 		placeholder("GET", rp+"/{reviewPacket}/export", "Review Packets"))
+	add(reviewPacketRoutes()...) // reviewpackets.go: the typed spellings these placeholders twin
 
 	add(ingestRoutes()...) // webhook_ingest.go
 	add(placeholder("POST", "/api/webhooks/payments/events", "Webhooks").success(200).errs(409, 413).

@@ -328,6 +328,9 @@ func requestSchemas() map[string]schema {
 	for k, v := range workflowRequestSchemas() { // overrides the run-attempt and preflight bodies
 		m[k] = v
 	}
+	for k, v := range insightRequestSchemas() { // insights_schemas.go
+		m[k] = v
+	}
 	// A typed body names all its fields: an unknown one is refused (422),
 	// so nothing — a secret least of all — is stored unseen. Placeholder
 	// bodies (spec 4.0) stay open, and so do the items nested in bodies
@@ -504,6 +507,9 @@ func responseSchemas() map[string]schema {
 		m[k] = v
 	}
 	for k, v := range workflowResponseSchemas() {
+		m[k] = v
+	}
+	for k, v := range insightResponseSchemas() { // insights_schemas.go
 		m[k] = v
 	}
 	return m

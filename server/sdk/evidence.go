@@ -49,6 +49,10 @@ type EvidenceBundle struct {
 	Decisions   []json.RawMessage `json:"decisions"`
 	// ChainHead is the chain value of the last event ("" with none).
 	ChainHead string `json:"chain_head"`
+	// ReviewPacketID and Packet are set on a review packet's export
+	// (kind review-packet): its events are the packet's evidence links.
+	ReviewPacketID string          `json:"review_packet_id,omitempty"`
+	Packet         json.RawMessage `json:"packet,omitempty"`
 }
 
 // EvidenceEvent is one link of the hash chain. Digest is the SHA-256 of
