@@ -496,7 +496,7 @@ func (h *Host) Run(ctx context.Context) error {
 	// Close does not pull the store from under them.
 	dispatched := make(chan struct{})
 	go func() { h.api.Dispatcher().Run(ctx); close(dispatched) }()
-	go h.api.RunSweeper(ctx) // expired worker leases go back to the queue
+	go h.api.RunSweeper(ctx)         // expired worker leases go back to the queue
 	go h.api.RunInsightDetector(ctx) // the insight rules, at start and hourly
 	if h.relay != nil {
 		go h.relay.Run(ctx)
