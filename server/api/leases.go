@@ -202,7 +202,7 @@ func (s *Server) claimLease(c *call) (int, any, error) {
 	}
 	s.work.touch(c, e.ID)
 	wf, _ := c.wfStore()
-	f := store.ClaimFilter{WorkspaceID: c.ws.ID, ExecutorID: e.ID, Agents: agents, Tags: tags, Workdirs: cleanList(req.Workdirs)}
+	f := store.ClaimFilter{WorkspaceID: c.ws.ID, ExecutorID: e.ID, RunnerPool: strings.TrimSpace(req.RunnerPool), Agents: agents, Tags: tags, Workdirs: cleanList(req.Workdirs)}
 	deadline := time.Now().Add(wait)
 	for woken := false; ; woken = true {
 		// A wake-up reaches every claimer of the workspace; after the first

@@ -559,9 +559,10 @@ func specRoutes() []Route {
 	add(ingestRoutes()...) // webhook_ingest.go
 	add(placeholder("POST", "/api/webhooks/payments/events", "Webhooks").success(200).errs(409, 413).
 		summary("The payments provider's billing events, signed t=<unix>,v1=<hmac> (5-minute tolerance): 200 applied, 401 bad or stale signature, 409 an event id received before, 404 when no payments webhook is configured"))
-	add(teamResourceRoutes()...) // the service's own (teamresources.go)
-	add(workerRoutes()...)       // the service's own (leases.go)
-	tuneWorkflowRoutes(t)        // bodies and answers of the workflow-run and executor rows (workflows.go)
+	add(teamResourceRoutes()...)       // the service's own (teamresources.go)
+	add(workerRoutes()...)             // the service's own (leases.go)
+	add(workflowDefinitionRoutes()...) // the service's own (workflowdefs.go)
+	tuneWorkflowRoutes(t)              // bodies and answers of the workflow-run and executor rows (workflows.go)
 	return t
 }
 

@@ -92,6 +92,9 @@ func (s *Server) workflowHandlers() map[string]handlerFunc {
 		"completeWorkerLease":                                    s.completeLease,
 		"releaseWorkerLease":                                     s.releaseLease,
 	}
+	for k, v := range s.workflowDefinitionHandlers() {
+		m[k] = v
+	}
 	// The other routes under a run (replay, contract health, action
 	// proposals, ...) stay with the record engine, behind the run's 404.
 	for _, r := range s.routes {
@@ -115,7 +118,10 @@ func workflowRequestSchemas() map[string]schema {
 			"model":                  schema{"type": "string", "maxLength": 200},
 			"prompt":                 schema{"type": "string", "maxLength": 200000},
 			"yaml_snapshot":          described(schema{"type": "string", "maxLength": 200000}, "A workflow YAML: agent, model, prompt, tags, workdir, repo, max_attempts (the request's fields override it)."),
-			"workflow_definition_id": tString(),
+			"workflow_definition_id": described(tString(), "A stored workflow definition: the run carries its latest version's YAML (or workflow_version_id's)."),
+			"workflow_version_id":    described(tString(), "One version of a stored workflow definition."),
+			"workflow_digest":        described(tString(), "The expected sha256:<hex> of the workflow YAML; refused when the definition changed."),
+			"runner_pool":            described(schema{"type": "string", "pattern": `^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`}, "Only workers polling for this pool may claim the run."),
 			"workdir":                described(schema{"type": "string", "maxLength": 1000}, "A directory the worker has: a path or the name given with --workdir."),
 			"repo":                   schema{"type": "string", "maxLength": 1000},
 			"tags":                   described(strs(50), "Capabilities a managed executor must all have."),
@@ -133,7 +139,7 @@ func workflowRequestSchemas() map[string]schema {
 	for _, f := range []string{"workflow_definition_id", "workflow_version_id", "workflow_route_id", "workflow_route_version_id", "workflow_execution_profile_id", "workflow_execution_profile_version_id", "integration_event_id", "runtime_target_id", "managed_executor_id"} {
 		preflight[f] = typ("string", "integer", "null")
 	}
-	preflight["workflow_digest"], preflight["yaml_snapshot"] = tStringNull(), typ("string", "null")
+	preflight["workflow_digest"], preflight["yaml_snapshot"], preflight["runner_pool"] = tStringNull(), typ("string", "null"), typ("string", "null")
 	preflight["status"], preflight["data_capture_policy"] = enum("queued", "draft", "blocked"), typ("object", "null")
 	fence := described(schema{"type": "integer", "minimum": 1}, "The lease's fence, from the claim.")
 	checkpoint := object([]string{"sha"}, schema{"sha": schema{"type": "string", "pattern": "^[0-9a-f]{7,64}$"}, "message": tString(), "at": tString()})
@@ -151,6 +157,7 @@ func workflowRequestSchemas() map[string]schema {
 			"tags": strs(50), "agents": strs(20)}),
 		"ManagedExecutorTagsRequest": object([]string{"tags"}, schema{"tags": strs(50)}),
 		"WorkerClaimRequest": object(nil, schema{"agents": strs(20), "tags": strs(50), "workdirs": described(schema{"type": "array", "items": schema{"type": "string", "maxLength": 1000}, "maxItems": 200}, "Only runs naming one of these (or none)."),
+			"runner_pool":  described(schema{"type": "string", "pattern": `^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`}, "The pool the worker serves: it claims only runs naming this pool (none: only runs naming no pool)."),
 			"wait_seconds": schema{"type": "integer", "minimum": 0, "maximum": 60}}),
 		"LeaseFenceRequest": object([]string{"fence"}, schema{"fence": fence}),
 		"LeaseStateRequest": object([]string{"fence", "state"}, schema{"fence": fence, "state": enum("running", "waiting-approval"),
@@ -164,6 +171,12 @@ func workflowRequestSchemas() map[string]schema {
 			"exit_code": typ("integer", "null"), "diff_summary": schema{"type": "string", "maxLength": 200000}, "checkpoints": schema{"type": "array", "items": checkpoint, "maxItems": 1000},
 			"usage": usage, "session_id": schema{"type": "string", "maxLength": 200}, "error": schema{"type": "string", "maxLength": 20000}}),
 		"LeaseReleaseRequest": object([]string{"fence", "reason"}, schema{"fence": fence, "reason": schema{"type": "string", "minLength": 1, "maxLength": 2000}}),
+		"WorkflowDefinitionCreateRequest": object([]string{"yaml"}, schema{
+			"name":        described(schema{"type": "string", "minLength": 1, "maxLength": 100}, "Unique in the workspace; defaults to the YAML's name:."),
+			"description": schema{"type": "string", "maxLength": 2000},
+			"yaml":        described(schema{"type": "string", "minLength": 1, "maxLength": 200000}, "The workflow YAML: name, description, agent, model, prompt, tags, workdir, repo, runner_pool, max_attempts."),
+		}),
+		"WorkflowDefinitionVersionCreateRequest": object([]string{"yaml"}, schema{"yaml": schema{"type": "string", "minLength": 1, "maxLength": 200000}}),
 	}
 }
 
@@ -174,7 +187,8 @@ func workflowResponseSchemas() map[string]schema {
 	})
 	run := object([]string{"id", "workspace_id", "status", "agent", "tags", "attempt", "max_attempts", "cancel_requested", "created_by", "created_at", "updated_at"}, schema{
 		"id": tString(), "workspace_id": tString(), "status": enum("draft", "queued", "blocked", "leased", "running", "waiting-approval", "succeeded", "failed", "cancelled"),
-		"agent": tString(), "model": tString(), "prompt": tString(), "definition": tString(), "workflow_definition_id": tString(), "workdir": tString(), "repo": tString(),
+		"agent": tString(), "model": tString(), "prompt": tString(), "definition": tString(), "workflow_definition_id": tString(), "workflow_version_id": tString(),
+		"workflow_digest": tString(), "runner_pool": tString(), "workdir": tString(), "repo": tString(),
 		"tags": arrayOf(tString()), "managed_executor_id": tString(), "session_id": tString(), "attempt": tInt(), "max_attempts": tInt(),
 		"lease_id": tString(), "executor_id": tString(), "cancel_requested": typ("boolean"), "blocked_reason": tString(), "rerun_of": tString(),
 		"exit_code": tInt(), "diff_summary": tString(), "checkpoints": arrayOf(tObject()), "usage": tObject(), "error": tString(),
@@ -190,11 +204,28 @@ func workflowResponseSchemas() map[string]schema {
 		"lease_id": tString(), "token": described(tString(), "The lease token (rwl_): only in the claim answer."), "fence": tInt(), "run_id": tString(),
 		"executor_id": tString(), "expires_at": tString(), "heartbeat_interval": tInt(), "ttl": tInt(), "run": ref("WorkflowRun"),
 	})
+	version := object([]string{"id", "workflow_definition_id", "version", "digest", "created_by", "created_at"}, schema{
+		"id": tString(), "workflow_definition_id": tString(), "version": tInt(), "digest": tString(),
+		"yaml": described(tString(), "In the answers of one version (and of creating one)."), "created_by": tString(), "created_at": tString(),
+	})
+	definition := object([]string{"id", "workspace_id", "name", "latest_version", "latest_version_id", "digest", "created_by", "created_at", "updated_at"}, schema{
+		"id": tString(), "workspace_id": tString(), "name": tString(), "description": tString(), "latest_version": tInt(), "latest_version_id": tString(),
+		"digest": tString(), "yaml": described(tString(), "The latest version's YAML (not in lists)."), "created_by": tString(), "created_at": tString(), "updated_at": tString(),
+		"versions": described(arrayOf(ref("WorkflowDefinitionVersion")), "Every version, oldest first, without YAML (in the answer of one definition)."),
+	})
+	issue := object([]string{"code", "message"}, schema{"code": tString(), "message": tString(), "field": tString()})
 	data := func(s schema) schema { return object([]string{"data"}, schema{"data": s}) }
 	list := func(item string) schema {
 		return object([]string{"data", "meta"}, schema{"data": arrayOf(ref(item)), "meta": ref("ListMeta")})
 	}
 	return map[string]schema{
+		"WorkflowDefinition":                   definition,
+		"WorkflowDefinitionVersion":            version,
+		"WorkflowDefinitionResponse":           data(ref("WorkflowDefinition")),
+		"WorkflowDefinitionVersionResponse":    data(ref("WorkflowDefinitionVersion")),
+		"WorkflowDefinitionCollectionResponse": list("WorkflowDefinition"),
+		"WorkflowDefinitionInvalidResponse": described(schema{"allOf": []any{ref("ErrorEnvelope"), object([]string{"data"}, schema{"data": object([]string{"issues"}, schema{"issues": arrayOf(issue)})})}},
+			"An ErrorEnvelope with code definition_invalid; data.issues (and error.details) list every problem of the YAML."),
 		"WorkflowRun":                   run,
 		"WorkflowApproval":              approval,
 		"ManagedExecutor":               executor,

@@ -31,6 +31,8 @@ type runSpec struct {
 	Model        string `json:"model,omitempty"`
 	Definition   string `json:"definition,omitempty"`
 	DefinitionID string `json:"workflow_definition_id,omitempty"`
+	VersionID    string `json:"workflow_version_id,omitempty"`
+	Digest       string `json:"workflow_digest,omitempty"`
 	Repo         string `json:"repo,omitempty"`
 }
 
@@ -50,7 +52,7 @@ func runOut(r store.WorkflowRun, approvals []store.RunApproval, now time.Time) s
 	_ = json.Unmarshal(r.Outcome, &oc)
 	out := sdk.WorkflowRun{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, Status: r.Status, Agent: r.Agent, Model: sp.Model, Prompt: sp.Prompt, Definition: sp.Definition,
-		DefinitionID: sp.DefinitionID, Workdir: r.Workdir, Repo: sp.Repo, Tags: nonNil(r.Tags), ManagedExecutorID: r.ExecutorPin, SessionID: r.SessionID,
+		DefinitionID: sp.DefinitionID, VersionID: sp.VersionID, Digest: sp.Digest, RunnerPool: r.RunnerPool, Workdir: r.Workdir, Repo: sp.Repo, Tags: nonNil(r.Tags), ManagedExecutorID: r.ExecutorPin, SessionID: r.SessionID,
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, LeaseID: r.LeaseID, ExecutorID: r.ExecutorID, CancelRequested: r.CancelRequested,
 		BlockedReason: r.BlockedReason, RerunOf: r.RerunOf, ExitCode: oc.ExitCode, DiffSummary: oc.DiffSummary, Checkpoints: oc.Checkpoints,
 		Usage: oc.Usage, Error: oc.Error, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
@@ -107,6 +109,7 @@ type workflowDoc struct {
 	Tags        []string `yaml:"tags"`
 	Workdir     string   `yaml:"workdir"`
 	Repo        string   `yaml:"repo"`
+	RunnerPool  string   `yaml:"runner_pool"`
 	MaxAttempts int      `yaml:"max_attempts"`
 }
 
@@ -130,6 +133,8 @@ type runRequest struct {
 	IntegrationEventID string
 	issues             []sdk.WorkflowRunPreflightIssue
 	budgetReason       string
+	// digest is the SHA-256 of the workflow YAML the run carries.
+	digest string
 }
 
 func (q *runRequest) issue(code, field, format string, args ...any) {
@@ -161,6 +166,16 @@ func (s *Server) checkRun(c *call, req sdk.WorkflowRunCreateRequest, body map[st
 	if id := idField(body, "workflow_definition_id"); id != "" {
 		q.DefinitionID = id
 	}
+	if id := idField(body, "workflow_version_id"); id != "" {
+		q.VersionID = id
+	}
+	if d, ok := body["workflow_digest"].(string); ok && d != "" {
+		q.WorkflowDigest = d
+	}
+	// A stored definition becomes the run's YAML before anything reads it.
+	if err := s.resolveDefinition(c, q); err != nil {
+		return nil, err
+	}
 	if q.YAMLSnapshot != "" {
 		d, err := parseWorkflow(q.YAMLSnapshot)
 		if err != nil {
@@ -171,6 +186,7 @@ func (s *Server) checkRun(c *call, req sdk.WorkflowRunCreateRequest, body map[st
 			q.Prompt = firstNonEmpty(q.Prompt, d.Prompt)
 			q.Workdir = firstNonEmpty(q.Workdir, d.Workdir)
 			q.Repo = firstNonEmpty(q.Repo, d.Repo)
+			q.RunnerPool = firstNonEmpty(q.RunnerPool, d.RunnerPool)
 			if len(q.Tags) == 0 {
 				q.Tags = d.Tags
 			}
@@ -180,9 +196,9 @@ func (s *Server) checkRun(c *call, req sdk.WorkflowRunCreateRequest, body map[st
 		}
 	}
 	q.Tags = cleanList(q.Tags)
-	if q.DefinitionID != "" {
-		// Stored definitions are not kept yet: a run carries its YAML.
-		q.issue("workflow_definition_unknown", "/workflow_definition_id", "no workflow definition %q in this workspace; send the workflow as yaml_snapshot", q.DefinitionID)
+	q.RunnerPool = strings.TrimSpace(q.RunnerPool)
+	if q.RunnerPool != "" && !runnerPoolName.MatchString(q.RunnerPool) {
+		q.issue("runner_pool_invalid", "/runner_pool", "runner_pool %q is not a pool name (letters, digits, '.', '_' and '-', at most 100)", q.RunnerPool)
 	}
 	if q.Agent == "" {
 		q.issue("agent_missing", "/agent", "name the agent to run (agent, or agent: in the workflow YAML)")
@@ -280,7 +296,7 @@ func (s *Server) preflight(c *call) (int, any, error) {
 	var req sdk.WorkflowRunCreateRequest
 	// The spec's fields are ids of either type; the create fields are
 	// strings. Decode the ones that are ours.
-	for _, k := range []string{"agent", "model", "prompt", "yaml_snapshot", "workdir", "repo", "session_id"} {
+	for _, k := range []string{"agent", "model", "prompt", "yaml_snapshot", "workdir", "repo", "session_id", "runner_pool"} {
 		if v, ok := c.body[k].(string); ok {
 			b, _ := json.Marshal(map[string]string{k: v})
 			_ = json.Unmarshal(b, &req)
@@ -372,12 +388,20 @@ func (s *Server) newRunAs(c *call, actor string, req sdk.WorkflowRunCreateReques
 	if q.MaxAttempts == 0 {
 		q.MaxAttempts = defaultMaxAttempts
 	}
-	spec, _ := json.Marshal(runSpec{Prompt: q.Prompt, Model: q.Model, Definition: q.YAMLSnapshot, Repo: q.Repo})
+	spec, _ := json.Marshal(runSpec{Prompt: q.Prompt, Model: q.Model, Definition: q.YAMLSnapshot, DefinitionID: q.DefinitionID, VersionID: q.VersionID,
+		Digest: q.digest, Repo: q.Repo})
 	now := c.now()
-	r := store.WorkflowRun{ID: newRecordID(), WorkspaceID: c.ws.ID, Status: status, Agent: q.Agent, Tags: q.Tags, ExecutorPin: q.ManagedExecutorID,
+	r := store.WorkflowRun{ID: newRecordID(), WorkspaceID: c.ws.ID, Status: status, Agent: q.Agent, Tags: q.Tags, ExecutorPin: q.ManagedExecutorID, RunnerPool: q.RunnerPool,
 		Workdir: q.Workdir, Spec: spec, Outcome: json.RawMessage(`{}`), MaxAttempts: q.MaxAttempts, SessionID: q.SessionID, BlockedReason: q.budgetReason,
 		RerunOf: rerunOf, CreatedBy: actor, CreatedAt: now, UpdatedAt: now}
-	events := []store.RunEvent{eventOf(sdk.RunEventCreated, actor, now, map[string]any{"status": status, "agent": r.Agent, "tags": r.Tags, "rerun_of": rerunOf, "session_id": r.SessionID})}
+	created := map[string]any{"status": status, "agent": r.Agent, "tags": r.Tags, "rerun_of": rerunOf, "session_id": r.SessionID}
+	if q.digest != "" {
+		created["workflow_definition_id"], created["workflow_version_id"], created["workflow_digest"] = q.DefinitionID, q.VersionID, q.digest
+	}
+	if r.RunnerPool != "" {
+		created["runner_pool"] = r.RunnerPool
+	}
+	events := []store.RunEvent{eventOf(sdk.RunEventCreated, actor, now, created)}
 	if status == sdk.RunBlocked {
 		events = append(events, statusEvent("server", now, sdk.RunBlocked, map[string]any{"reason": q.budgetReason}))
 	}
@@ -545,8 +569,11 @@ func (s *Server) rerunRun(c *call) (int, any, error) {
 	}
 	var sp runSpec
 	_ = json.Unmarshal(r.Spec, &sp)
-	req := sdk.WorkflowRunCreateRequest{Agent: r.Agent, Model: sp.Model, Prompt: sp.Prompt, YAMLSnapshot: sp.Definition, Workdir: r.Workdir, Repo: sp.Repo,
-		Tags: r.Tags, ManagedExecutorID: r.ExecutorPin, SessionID: r.SessionID, MaxAttempts: r.MaxAttempts}
+	// The rerun runs the same YAML: the version it named, not the
+	// definition's latest.
+	req := sdk.WorkflowRunCreateRequest{Agent: r.Agent, Model: sp.Model, Prompt: sp.Prompt, YAMLSnapshot: sp.Definition, DefinitionID: sp.DefinitionID,
+		VersionID: sp.VersionID, Workdir: r.Workdir, Repo: sp.Repo, Tags: r.Tags, ManagedExecutorID: r.ExecutorPin, SessionID: r.SessionID,
+		MaxAttempts: r.MaxAttempts, RunnerPool: r.RunnerPool}
 	// The session stays linked when it is a session of the workspace; a
 	// worker's own session id (reported at start) is not carried over.
 	if req.SessionID != "" {

@@ -75,6 +75,14 @@ type WorkflowRun struct {
 	Prompt       string `json:"prompt,omitempty"`
 	Definition   string `json:"definition,omitempty"`
 	DefinitionID string `json:"workflow_definition_id,omitempty"`
+	// VersionID is the stored definition's version the run carries, and
+	// Digest the SHA-256 of the YAML it runs ("sha256:<hex>"; also for an
+	// inline yaml_snapshot).
+	VersionID string `json:"workflow_version_id,omitempty"`
+	Digest    string `json:"workflow_digest,omitempty"`
+	// RunnerPool, when set, lets only workers polling for that pool
+	// (`reeve worker start --runner-pool NAME`) claim the run.
+	RunnerPool string `json:"runner_pool,omitempty"`
 	// Workdir names a directory the worker has (a path, or the name it was
 	// given with --workdir); Repo the repository it checks out, if any.
 	Workdir string `json:"workdir,omitempty"`
@@ -139,6 +147,9 @@ type WorkflowRunCreateRequest struct {
 	Prompt            string   `json:"prompt,omitempty"`
 	YAMLSnapshot      string   `json:"yaml_snapshot,omitempty"`
 	DefinitionID      string   `json:"workflow_definition_id,omitempty"`
+	VersionID         string   `json:"workflow_version_id,omitempty"`
+	WorkflowDigest    string   `json:"workflow_digest,omitempty"`
+	RunnerPool        string   `json:"runner_pool,omitempty"`
 	Workdir           string   `json:"workdir,omitempty"`
 	Repo              string   `json:"repo,omitempty"`
 	Tags              []string `json:"tags,omitempty"`
@@ -235,10 +246,13 @@ type ManagedExecutorCollectionResponse struct {
 // naming one of them (or none). WaitSeconds long-polls (0..60; 0 answers
 // at once; a body without the field waits 30).
 type WorkerClaimRequest struct {
-	Agents      []string `json:"agents,omitempty"`
-	Tags        []string `json:"tags,omitempty"`
-	Workdirs    []string `json:"workdirs,omitempty"`
-	WaitSeconds int      `json:"wait_seconds"`
+	Agents   []string `json:"agents,omitempty"`
+	Tags     []string `json:"tags,omitempty"`
+	Workdirs []string `json:"workdirs,omitempty"`
+	// RunnerPool is the pool the worker serves: it takes only runs naming
+	// this pool ("" takes only runs naming none).
+	RunnerPool  string `json:"runner_pool,omitempty"`
+	WaitSeconds int    `json:"wait_seconds"`
 }
 
 // Lease is a worker's hold on one run: fenced (every report carries the
