@@ -42,7 +42,7 @@ func (f *teamWorkerFlags) add(fs *pflag.FlagSet, transport bool) {
 	fs.StringVar(&f.workspace, "workspace", "", "workspace id the runner credential must belong to")
 	fs.StringVar(&f.executor, "executor", "", "managed executor id the runner credential must be")
 	fs.StringVar(&f.credentialFile, "credential-file", "", "file holding the runner credential (else $"+worker.CredentialEnv+", else the profile's)")
-	fs.StringVar(&f.runnerPool, "runner-pool", "", "runner pool NAME this worker serves (recorded with the profile)")
+	fs.StringVar(&f.runnerPool, "runner-pool", "", "runner pool NAME this worker serves: it claims only runs naming this pool (without it, only runs naming none)")
 	fs.StringArrayVar(&f.workdirs, "workdir", nil, "a directory runs may name (repeatable; default the profile's)")
 	fs.StringVar(&f.regProfile, "registration-profile", "", "read the worker profile from PATH instead of the worker home")
 	fs.StringVar(&f.agents, "agents", "", "comma-separated agents to offer; the daemon must have loaded each (default the profile's, else all it loaded)")

@@ -209,6 +209,14 @@ func Doctor(ctx context.Context, in DoctorInput) DoctorReport {
 		}
 	}
 
+	if err := CheckRunnerPool(p.RunnerPool); err != nil {
+		add("runner-pool", false, err.Error())
+	} else if p.RunnerPool != "" {
+		add("runner-pool", true, p.RunnerPool+" (claims only runs naming this pool)")
+	} else {
+		add("runner-pool", true, "none (claims only runs naming no pool)")
+	}
+
 	if err := CheckTransport(p.Transport); err != nil {
 		add("transport", false, err.Error())
 	} else {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"reeve.dev/reeve/server/sdk"
@@ -77,6 +78,9 @@ func New(ctx context.Context, o Options) (*Worker, error) {
 	if len(o.Profile.Workdirs) == 0 {
 		return nil, errors.New("the worker has no --workdir: runs need a directory to work in")
 	}
+	if err := CheckRunnerPool(o.Profile.RunnerPool); err != nil {
+		return nil, err
+	}
 	ex, err := o.Server.WorkerIdentity(ctx)
 	if err != nil {
 		return nil, credentialErr(err)
@@ -88,6 +92,18 @@ func New(ctx context.Context, o Options) (*Worker, error) {
 		return nil, fmt.Errorf("%w: it is executor %s's, not %s's", ErrRefused, ex.ID, o.Profile.ExecutorID)
 	}
 	return &Worker{o: o, agents: agents, executor: ex}, nil
+}
+
+var runnerPoolName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+
+// CheckRunnerPool refuses a pool name the server would refuse in every
+// claim. The pool decides what the worker takes: only runs naming this
+// pool, or, without one, only runs naming none.
+func CheckRunnerPool(pool string) error {
+	if pool != "" && !runnerPoolName.MatchString(pool) {
+		return fmt.Errorf("--runner-pool %q is not a pool name: letters, digits, '.', '_' and '-', at most 100", pool)
+	}
+	return nil
 }
 
 func credentialErr(err error) error {
@@ -115,7 +131,8 @@ func (w *Worker) logf(format string, args ...any) {
 // with backoff for as long as it takes.
 func (w *Worker) Run(ctx context.Context) error {
 	runner := &LeaseRunner{Server: w.o.Server, Daemon: w.o.Daemon, Profile: w.o.Profile, Agents: w.agents, ApprovalTimeout: w.o.ApprovalTimeout, Logf: w.o.Logf}
-	req := sdk.WorkerClaimRequest{Agents: w.agents, Tags: w.o.Profile.Tags, Workdirs: workdirNames(w.o.Profile.Workdirs), WaitSeconds: int(w.o.ClaimWait.Seconds())}
+	req := sdk.WorkerClaimRequest{Agents: w.agents, Tags: w.o.Profile.Tags, Workdirs: workdirNames(w.o.Profile.Workdirs), RunnerPool: w.o.Profile.RunnerPool,
+		WaitSeconds: int(w.o.ClaimWait.Seconds())}
 	backoff := time.Duration(0)
 	done := 0
 	for ctx.Err() == nil {

@@ -424,3 +424,37 @@ func TestOneWorkerPerHome(t *testing.T) {
 		t.Fatalf("%d holders", held)
 	}
 }
+
+// --runner-pool goes with every claim (the server gives a pooled worker
+// only its pool's runs); a name the server would refuse stops the worker
+// before it claims.
+func TestRunnerPoolClaims(t *testing.T) {
+	srv := &fakeServer{}
+	d := &fakeDaemon{}
+	if _, err := New(context.Background(), Options{Server: srv, Daemon: d, Profile: Profile{Workdirs: []string{"/tmp"}, RunnerPool: "gpu pool"}}); err == nil || !strings.Contains(err.Error(), "runner-pool") {
+		t.Fatalf("bad pool: %v", err)
+	}
+	got := make(chan sdk.WorkerClaimRequest, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	srv.claim = func(req sdk.WorkerClaimRequest) (sdk.Lease, bool, error) {
+		select {
+		case got <- req:
+		default:
+		}
+		cancel()
+		return sdk.Lease{}, false, nil
+	}
+	w, err := New(ctx, Options{Server: srv, Daemon: d, Profile: Profile{Workdirs: []string{"/tmp"}, RunnerPool: "gpu"}, ClaimWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if req := <-got; req.RunnerPool != "gpu" {
+		t.Fatalf("claim: %+v", req)
+	}
+	if srv.claims != 1 {
+		t.Fatalf("claims %d", srv.claims)
+	}
+}
