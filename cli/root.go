@@ -58,7 +58,7 @@ func Main(p Programs) int {
 
 // Execute runs one command line against env and returns its exit code.
 func Execute(ctx context.Context, env *Env, args []string) int {
-	root := NewRootCmd(env)
+	root := newRoot(env, branchOf(args))
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -76,7 +76,60 @@ func Execute(ctx context.Context, env *Env, args []string) int {
 }
 
 // NewRootCmd builds the whole command tree around env.
-func NewRootCmd(env *Env) *cobra.Command {
+func NewRootCmd(env *Env) *cobra.Command { return newRoot(env, "") }
+
+// topCommands are the top-level commands by name. Building the whole tree
+// costs more than the rest of a short command's run (hundreds of flags and
+// their maps), so Execute builds only the branch a command line names;
+// TestTopCommandsNamed keeps the names true.
+var topCommands = []struct {
+	name  string
+	build func(*Env) *cobra.Command
+}{
+	{"version", newVersionCmd},
+	{"start", newStartCmd},
+	{"stop", newStopCmd},
+	{"restart", newRestartCmd},
+	{"status", newStatusCmd},
+	{"doctor", newDoctorCmd},
+	{"add", newAddCmd},
+	{"remove", newRemoveCmd},
+	{"list", newListCmd},
+	{"run", newRunCmd},
+	{"send", newSendCmd},
+	{"logs", newLogsCmd},
+	{"attach", newAttachCmd},
+	{"wait", newWaitCmd},
+	{"ls", newLsCmd},
+	{"session", newSessionCmd},
+	{"permit", newPermitCmd},
+	{"agent", newAgentCmd},
+	{"worktree", newWorktreeCmd},
+	{"hook", newHookCmd},
+	{"daemon-supervisor", newSupervisorCmd},
+	{"daemon-worker", func(env *Env) *cobra.Command { return newWorkerCmd(env, env.Programs) }},
+	{"config", newConfigCmd},
+	{"validate", newValidateCmd},
+	{"check", newCheckCmd},
+	{"guard", newGuardCmd},
+	{"server", newServerCmd},
+	{"relay", newRelayCmd},
+	{"service", newServiceCmd},
+	{"setup", newSetupCmd},
+	{"update", newUpdateCmd},
+	{"team-resource", newTeamResourceCmd},
+	{"contract", newContractCmd},
+	{"context", newContextCmd},   // reeve context ... (context*.go)
+	{"evidence", newEvidenceCmd}, // reeve evidence verify (evidence.go)
+	{"pair", newPairCmd},         // reeve pair, pair anchor, pair rotate-token (pair.go); pair unlock is attached below
+	{"worker", newTeamWorkerCmd}, // reeve worker ... (worker.go)
+	{"diagnostic", newDiagnosticCmd},
+}
+
+// newRoot builds the root command with every top-level command, or, when
+// only names one of topCommands, with that one alone; "-" builds none (the
+// root's own flags, such as --version).
+func newRoot(env *Env, only string) *cobra.Command {
 	if env.Connect == nil {
 		env.Connect = connectHome(env)
 	}
@@ -100,48 +153,56 @@ func NewRootCmd(env *Env) *cobra.Command {
 	root.CompletionOptions.DisableDefaultCmd = true
 
 	addHomeFlag(root)
-	root.AddCommand(
-		newVersionCmd(env),
-		newStartCmd(env),
-		newStopCmd(env),
-		newRestartCmd(env),
-		newStatusCmd(env),
-		newDoctorCmd(env),
-		newAddCmd(env),
-		newRemoveCmd(env),
-		newListCmd(env),
-		newRunCmd(env),
-		newSendCmd(env),
-		newLogsCmd(env),
-		newAttachCmd(env),
-		newWaitCmd(env),
-		newLsCmd(env),
-		newSessionCmd(env),
-		newPermitCmd(env),
-		newAgentCmd(env),
-		newWorktreeCmd(env),
-		newHookCmd(env),
-		newSupervisorCmd(env),
-		newWorkerCmd(env, env.Programs),
-		newConfigCmd(env),
-		newValidateCmd(env),
-		newCheckCmd(env),
-		newGuardCmd(env),
-		newServerCmd(env),
-		newRelayCmd(env),
-		newServiceCmd(env),
-		newSetupCmd(env),
-		newUpdateCmd(env),
-		newTeamResourceCmd(env),
-		newContractCmd(env),
-	)
-	root.AddCommand(newContextCmd(env))                           // reeve context ... (context*.go)
-	root.AddCommand(newEvidenceCmd(env))                          // reeve evidence verify (evidence.go)
-	root.AddCommand(newPairCmd(env))                              // reeve pair, pair anchor, pair rotate-token (pair.go)
-	root.AddCommand(newTeamWorkerCmd(env), newDiagnosticCmd(env)) // reeve worker ... (worker.go), diagnostic (diagnostic.go)
-	root.AddCommand(newInstallCmd(env, root))
-	attachPairUnlock(root, env) // reeve pair unlock (pair_unlock.go)
+	for _, c := range topCommands {
+		if only == "" || c.name == only {
+			root.AddCommand(c.build(env))
+		}
+	}
+	if only == "" {
+		// install writes man pages and completions of the whole tree.
+		root.AddCommand(newInstallCmd(env, root))
+	}
+	if only == "" || only == "pair" {
+		attachPairUnlock(root, env) // reeve pair unlock (pair_unlock.go)
+	}
 	return root
+}
+
+// branchOf returns which part of the tree a command line needs: the name of
+// a top-level command, "-" for the root alone (reeve --version), or "" for
+// the whole tree (help, completion, install, an unknown command and its
+// suggestions). It skips flags the way cobra's search for the command does
+// (Command.Find): when it runs, the root's only flag is --home, so any flag
+// written without "=", even --help, is taken to hold the next argument.
+func branchOf(args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return ""
+		case strings.HasPrefix(a, "--") && !strings.Contains(a, "="),
+			len(a) == 2 && a[0] == '-':
+			i++ // the flag's value
+			continue
+		case strings.HasPrefix(a, "-"):
+			continue
+		}
+		for _, c := range topCommands {
+			if c.name == a {
+				return a
+			}
+		}
+		return ""
+	}
+	for _, a := range args {
+		if a != "--version" && a != "-v" {
+			return ""
+		}
+	}
+	if len(args) == 0 {
+		return ""
+	}
+	return "-"
 }
 
 // noArgs rejects positional arguments as a usage error; on the root it turns

@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"reeve.dev/reeve/daemon/autostart"
 	"reeve.dev/reeve/daemon/config"

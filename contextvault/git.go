@@ -14,8 +14,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"reeve.dev/reeve/server/sdk"
 )
@@ -36,7 +37,9 @@ func runGit(ctx context.Context, dir string, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-var ownerRepo = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
+// ownerRepo is compiled on first use: package init runs at every start of
+// the binary, whatever the command.
+var ownerRepo = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`) })
 
 // RepoURL turns what a person typed (OWNER/REPO, a URL, a local path)
 // into something git clones.
@@ -51,7 +54,7 @@ func RepoURL(repo, provider string) (string, error) {
 	if st, err := os.Stat(repo); err == nil && st.IsDir() {
 		return filepath.Abs(repo)
 	}
-	if ownerRepo.MatchString(repo) {
+	if ownerRepo().MatchString(repo) {
 		switch provider {
 		case "", "github":
 			return "https://github.com/" + strings.TrimSuffix(repo, ".git") + ".git", nil

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/pmezard/go-difflib/difflib"
 
@@ -317,10 +318,10 @@ type Proposed struct {
 	Command string `json:"how_to_open,omitempty"`
 }
 
-var slugRe = regexp.MustCompile(`[^a-z0-9]+`)
+var slugRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-z0-9]+`) })
 
 func slug(s string) string {
-	s = strings.Trim(slugRe.ReplaceAllString(strings.ToLower(s), "-"), "-")
+	s = strings.Trim(slugRe().ReplaceAllString(strings.ToLower(s), "-"), "-")
 	if len(s) > 48 {
 		s = strings.Trim(s[:48], "-")
 	}
@@ -430,10 +431,10 @@ func (v *Vault) gh() func(ctx context.Context, dir string, args ...string) (stri
 	}
 }
 
-var githubRe = regexp.MustCompile(`github\.com[:/]([^/]+)/([^/]+?)(\.git)?/?$`)
+var githubRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`github\.com[:/]([^/]+)/([^/]+?)(\.git)?/?$`) })
 
 func githubRepo(url string) (owner, repo string, ok bool) {
-	m := githubRe.FindStringSubmatch(url)
+	m := githubRe().FindStringSubmatch(url)
 	if m == nil {
 		return "", "", false
 	}

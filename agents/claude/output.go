@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // maxKeptOutput bounds one tool output kept as evidence.
@@ -15,7 +16,7 @@ const maxKeptOutput = 64 << 20
 // persisted is how Claude Code tells the model that a tool's output was
 // too large to show: the model gets a preview, the whole output is in a
 // file under the agent's own home.
-var persisted = regexp.MustCompile(`Full output saved to: (\S+)`)
+var persisted = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`Full output saved to: (\S+)`) })
 
 // keepFullOutput keeps a tool's full output in the session's state
 // directory when the model was shown less than all of it: the file Claude
@@ -28,7 +29,7 @@ func (m *mapper) keepFullOutput(toolUseID, preview string, result json.RawMessag
 		return "", 0
 	}
 	dst := filepath.Join(m.stateDir, "outputs", toolUseID+".txt")
-	if mt := persisted.FindStringSubmatch(preview); mt != nil {
+	if mt := persisted().FindStringSubmatch(preview); mt != nil {
 		if n, err := copyBounded(mt[1], dst); err == nil {
 			return dst, n
 		}

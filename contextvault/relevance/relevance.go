@@ -16,6 +16,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 	"unicode"
 )
 
@@ -167,18 +168,21 @@ func matchSegs(g, n []string) bool {
 	return len(n) == 0
 }
 
-var stop = map[string]bool{}
-
-func init() {
+// stopWords is built on first use rather than in init, which every start of
+// the binary pays for.
+var stopWords = sync.OnceValue(func() map[string]bool {
+	stop := map[string]bool{}
 	for _, w := range strings.Fields("a an and are as at be by for from has have in is it its of on or that the this to was were will with when what which who how not no do does use using into over under we you our your i me my all any can should must") {
 		stop[w] = true
 	}
-}
+	return stop
+})
 
 // Words lowercases s and splits it into words, without stop words and
 // with a plural "s" dropped, so "Migrations" matches "migration".
 func Words(s string) []string {
 	var out []string
+	stop := stopWords()
 	for _, f := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
 		if len(f) < 2 || stop[f] {
 			continue

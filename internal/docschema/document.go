@@ -14,8 +14,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Problem is one error in a document and where it is.
@@ -145,7 +146,7 @@ func ParseJSON(file string, data []byte) (*Document, []Problem) {
 }
 
 // yamlLineRE matches yaml.v3's syntax errors, which carry a line but no column.
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlLineRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
 // yamlParserErrors are the messages of yaml.v3's parser (as opposed to its
 // scanner). For these yaml.v3 prints the 0-based line of the construct being
@@ -164,7 +165,7 @@ var yamlParserErrors = []string{
 
 func yamlSyntaxProblem(file string, err error) Problem {
 	msg := err.Error()
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+	if m := yamlLineRE().FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
 		for _, prefix := range yamlParserErrors {
 			if strings.HasPrefix(m[2], prefix) {

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"text/template"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/store"

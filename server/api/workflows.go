@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/store"

@@ -5,7 +5,6 @@ import (
 	"math"
 	"os"
 	"runtime"
-	rtmetrics "runtime/metrics"
 	"sort"
 	"strconv"
 	"strings"
@@ -146,23 +145,13 @@ func formatFloat(v float64) string {
 // runtimeFamilies are the Go runtime's and the process's metrics, under the
 // names the Prometheus client uses for them.
 func runtimeFamilies() []funcMetric {
-	rm := []rtmetrics.Sample{
-		{Name: "/sched/goroutines:goroutines"},
-		{Name: "/memory/classes/heap/objects:bytes"},
-		{Name: "/memory/classes/total:bytes"},
-		{Name: "/gc/cycles/total:gc-cycles"},
-		{Name: "/gc/heap/goal:bytes"},
-	}
-	rtmetrics.Read(rm)
-	val := func(i int) float64 {
-		switch rm[i].Value.Kind() {
-		case rtmetrics.KindUint64:
-			return float64(rm[i].Value.Uint64())
-		case rtmetrics.KindFloat64:
-			return rm[i].Value.Float64()
-		}
-		return math.NaN()
-	}
+	// runtime.ReadMemStats rather than runtime/metrics: that package's init
+	// builds its description table at every start of the binary, for every
+	// command, and these five values are all /metrics needs.
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	vals := []float64{float64(runtime.NumGoroutine()), float64(ms.HeapAlloc), float64(ms.Sys), float64(ms.NumGC), float64(ms.NextGC)}
+	val := func(i int) float64 { return vals[i] }
 	threads, _ := runtime.ThreadCreateProfile(nil)
 	out := []funcMetric{
 		{name: "go_info", help: "Information about the Go environment.", typ: "gauge", read: func() []sampleValue {
