@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"reeve.dev/reeve/server/host"
 	"reeve.dev/reeve/server/servertest"
 	"reeve.dev/reeve/server/store"
+	"reeve.dev/reeve/server/store/storetest"
 )
 
 // syncBuffer is a log sink the server writes from many goroutines.
@@ -36,9 +38,14 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startLogged runs a server whose debug log goes to logs.
-func startLogged(t *testing.T, logs *syncBuffer) *servertest.Server {
-	return startHost(t, host.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+// startLogged runs a server whose debug log goes to logs; dbURL selects
+// its database ("": SQLite in its data directory).
+func startLogged(t *testing.T, logs *syncBuffer, dbURL ...string) *servertest.Server {
+	o := host.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	if len(dbURL) > 0 {
+		o.DatabaseURL = dbURL[0]
+	}
+	return startHost(t, o)
 }
 
 // startHost runs a server with o (its listener and data directory set
@@ -96,13 +103,28 @@ func heldRun(t *testing.T, s *servertest.Server, ws string) store.WorkflowRun {
 // echoed, fingerprinted by a keyed MAC, rotated to a new secret, released
 // only to the workspace's gateway for a held run, and audited. Then the
 // database files (WAL included), the log and every response other than
-// the one release are searched for the sentinel.
+// the one release are searched for the sentinel; on PostgreSQL, every
+// table and the WAL written meanwhile.
 func TestProviderKeysNeverLeakTheirSecret(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { testProviderKeysNeverLeak(t, "") })
+	t.Run("postgres", func(t *testing.T) { testProviderKeysNeverLeak(t, storetest.PostgresURL(t)) })
+}
+
+func testProviderKeysNeverLeak(t *testing.T, dbURL string) {
 	logs := &syncBuffer{}
-	s := startLogged(t, logs)
+	var s *servertest.Server
+	var walFrom string
+	if dbURL == "" {
+		s = startLogged(t, logs)
+	} else {
+		walFrom = storetest.WALPosition(t, dbURL)
+		s = startLogged(t, logs, dbURL)
+	}
 	u := s.NewUser("keys@example.com")
 	ws := u.Workspace
-	sentinel := "sk-SENTINEL-" + hex.EncodeToString([]byte(t.Name()))[:24]
+	var nonce [12]byte
+	rand.Read(nonce[:])
+	sentinel := "sk-SENTINEL-" + hex.EncodeToString(nonce[:])
 	rotated := sentinel + "-ROTATED"
 	var seen []answer
 	call := func(method, path, token string, body any, status int, what string) answer {
@@ -190,8 +212,13 @@ func TestProviderKeysNeverLeakTheirSecret(t *testing.T) {
 			t.Fatalf("%s holds the secret in the clear", f.Name())
 		}
 	}
-	if !strings.Contains(strings.Join(names, " "), "-wal") {
+	if dbURL == "" && !strings.Contains(strings.Join(names, " "), "-wal") {
 		t.Fatalf("no WAL among %v: the grep did not cover it", names)
+	}
+	if dbURL != "" {
+		if where := storetest.Leaks(t, dbURL, walFrom, []byte(sentinel)); len(where) > 0 {
+			t.Fatalf("PostgreSQL holds the secret in the clear: %v", where)
+		}
 	}
 	call("DELETE", pk+"/"+id, u.Token, nil, 200, "delete")
 	call("GET", pk+"/"+id, u.Token, nil, 404, "gone")
