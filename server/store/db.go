@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -38,6 +39,11 @@ type DB struct {
 
 	version   int // schema version after migration
 	migration Migration
+
+	// Notices (bus.go): PostgreSQL listens with a connection of its own
+	// made from pgcfg; SQLite delivers them in process.
+	pgcfg *pgx.ConnConfig
+	local localNotices
 }
 
 // Engines.

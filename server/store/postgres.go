@@ -60,7 +60,7 @@ func OpenPostgres(ctx context.Context, url string, o PostgresOptions) (*DB, erro
 		db.Close()
 		return nil, fmt.Errorf("open postgres: cannot reach the database at %s: %w", where, errors.Join(ErrUnavailable, err))
 	}
-	s := &DB{engine: EnginePostgres, read: db, write: db}
+	s := &DB{engine: EnginePostgres, read: db, write: db, pgcfg: cfg}
 	if o.NoMigrate {
 		v, err := s.checkSchema(ctx)
 		if err != nil {
