@@ -1,10 +1,13 @@
 package api
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"reeve.dev/reeve/server/auth"
@@ -300,6 +303,12 @@ func validULID(s string) bool {
 }
 
 // credCache remembers resolved credentials and roles for a short time.
+//
+// With replicas (PostgreSQL), a revocation on any of them must end the
+// credential everywhere at once: every drop bumps the shared credential
+// generation (broadcast), whose notice makes every replica drop its whole
+// cache (RunShared), and the cache is only used while the notices are
+// known to arrive (trusted).
 type credCache struct {
 	ttl time.Duration
 	mu  sync.Mutex
@@ -308,6 +317,11 @@ type credCache struct {
 	// caches its answer only if no drop came in between: otherwise a read
 	// that raced a revocation would put the revoked credential back.
 	gen uint64
+	// trusted is false while a replica may miss other replicas'
+	// revocations: lookups then go to the store.
+	trusted atomic.Bool
+	// broadcast tells the other replicas of a drop; nil without them.
+	broadcast func()
 }
 
 type credEntry struct {
@@ -317,11 +331,43 @@ type credEntry struct {
 }
 
 func newCredCache(ttl time.Duration) *credCache {
-	return &credCache{ttl: ttl, m: map[string]*credEntry{}}
+	cc := &credCache{ttl: ttl, m: map[string]*credEntry{}}
+	cc.trusted.Store(true)
+	return cc
+}
+
+// shareWith makes the cache one of several replicas': untrusted until
+// RunShared's listener is up, and every drop broadcast.
+func (cc *credCache) shareWith(sh sharedStore, log *slog.Logger) {
+	cc.trusted.Store(false)
+	cc.broadcast = func() {
+		ctx, cancel := contextWithTimeout(5 * time.Second)
+		defer cancel()
+		if _, err := sh.BumpGeneration(ctx, generationCredentials); err != nil {
+			// The others keep what they cached until their TTL: say so.
+			log.Error("tell the other replicas of a revocation", "err", err)
+		}
+	}
+}
+
+// setTrusted records whether other replicas' revocations reach this one.
+func (cc *credCache) setTrusted(ok bool) {
+	cc.trusted.Store(ok)
+	if !ok {
+		cc.dropAll()
+	}
+}
+
+// dropAll forgets everything (another replica revoked something).
+func (cc *credCache) dropAll() {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cc.gen++
+	clear(cc.m)
 }
 
 func (cc *credCache) get(key string, now time.Time) (*credEntry, bool) {
-	if cc.ttl < 0 {
+	if cc.ttl < 0 || !cc.trusted.Load() {
 		return nil, false
 	}
 	cc.mu.Lock()
@@ -345,7 +391,7 @@ func (cc *credCache) put(key string, p auth.Principal, expires *time.Time, now t
 	if expires != nil && expires.Before(e.until) {
 		e.until = *expires
 	}
-	if cc.ttl < 0 {
+	if cc.ttl < 0 || !cc.trusted.Load() {
 		return e
 	}
 	cc.mu.Lock()
@@ -360,15 +406,19 @@ func (cc *credCache) put(key string, p auth.Principal, expires *time.Time, now t
 	return e
 }
 
-// drop forgets entries matching fn (after a revocation or role change).
+// drop forgets entries matching fn (after a revocation or role change),
+// here and, through the shared generation, on every other replica.
 func (cc *credCache) drop(fn func(key string, p auth.Principal) bool) {
 	cc.mu.Lock()
-	defer cc.mu.Unlock()
 	cc.gen++
 	for k, e := range cc.m {
 		if fn(k, e.p) {
 			delete(cc.m, k)
 		}
+	}
+	cc.mu.Unlock()
+	if cc.broadcast != nil {
+		cc.broadcast()
 	}
 }
 
@@ -405,5 +455,86 @@ func (t *throttle) allow(key string, now time.Time) (time.Duration, bool) {
 		return time.Duration((1 - b.tokens) / t.rate * float64(time.Second)), false
 	}
 	b.tokens--
+	return 0, true
+}
+
+// runtimeThrottle limits each install's requests on /api/runtime/*. With
+// replicas (PostgreSQL) the bucket is shared through the database, so N
+// replicas do not allow N times the rate: a replica takes tokens from it
+// a few at a time (chunk) and spends them locally for up to
+// runtimeGrantTTL, so that most requests cost no write. Tokens a replica
+// took but did not spend in time are lost, never granted twice: the
+// shared limit holds exactly, and a busy install may see slightly less.
+type runtimeThrottle struct {
+	mem    *throttle // SQLite: the one process's memory
+	shared store.Store
+	log    *slog.Logger
+
+	rate, burst float64
+	mu          sync.Mutex
+	grants      map[string]*grant
+}
+
+type grant struct {
+	tokens float64
+	until  time.Time
+}
+
+const (
+	runtimeThrottleName = "runtime-requests"
+	runtimeGrantTTL     = time.Second
+)
+
+func newRuntimeThrottle(st store.Store, rate, burst float64, log *slog.Logger) *runtimeThrottle {
+	t := &runtimeThrottle{rate: rate, burst: burst, log: log}
+	if sharedOf(st) != nil {
+		t.shared = st
+		t.grants = map[string]*grant{}
+	} else {
+		t.mem = newThrottle(rate, burst)
+	}
+	return t
+}
+
+// chunk is how many tokens a replica takes at once: a twentieth of
+// the burst, at least one.
+func (t *runtimeThrottle) chunk() float64 { return max(1, float64(int(t.burst/20))) }
+
+// allow takes one token of key's bucket, or reports how long to wait. A
+// database that does not answer lets the request through (it will meet
+// the same database soon and answer 503 if it must).
+func (t *runtimeThrottle) allow(ctx context.Context, key string, now time.Time) (time.Duration, bool) {
+	if t.mem != nil {
+		return t.mem.allow(key, now)
+	}
+	t.mu.Lock()
+	if g := t.grants[key]; g != nil && g.tokens >= 1 && now.Before(g.until) {
+		g.tokens--
+		t.mu.Unlock()
+		return 0, true
+	}
+	t.mu.Unlock()
+	want := t.chunk()
+	held, err := t.shared.TakeBucket(ctx, runtimeThrottleName, key, t.rate, t.burst, want, now)
+	if err != nil {
+		t.log.Warn("runtime throttle", "err", err)
+		return 0, true
+	}
+	got := float64(int(min(held, want)))
+	if got < 1 {
+		return time.Duration((1 - held) / t.rate * float64(time.Second)), false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.grants[key]
+	if g == nil || !now.Before(g.until) {
+		if len(t.grants) > 100000 {
+			clear(t.grants)
+		}
+		g = &grant{}
+		t.grants[key] = g
+	}
+	g.tokens += got - 1
+	g.until = now.Add(runtimeGrantTTL)
 	return 0, true
 }

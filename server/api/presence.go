@@ -1,16 +1,23 @@
 package api
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Online reports whether a daemon of this workspace and runtime target
-// (install) is connected to a relay instance that reports its presence to
-// this server: the pages show machines online or offline with it.
-// Presence lives in the server's memory (relaybus.go), so a replica that
-// no relay reports to sees every machine offline.
+// (install) is connected to a live relay instance: the pages show machines
+// online or offline with it. On PostgreSQL it reads the presence every
+// replica shares, so the answer does not depend on which replica renders
+// the page; on SQLite the one server's memory. A presence that cannot be
+// read answers offline.
 func (s *Server) Online(workspace, target string) bool {
-	h := s.relay
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	e, ok := h.presence[presenceKey{workspace, target}]
-	return ok && time.Now().Before(e.expires) && h.inboxes[e.p.InstanceID] != nil
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	p, err := s.relay.state.resolve(ctx, workspace, target, s.opts.Now())
+	if err != nil {
+		s.log.Warn("read relay presence", "err", err)
+		return false
+	}
+	return p != nil
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -16,9 +17,10 @@ import (
 // the presence and bus that let several relay instances route between a
 // daemon on one and a client on another.
 //
-// Presence and the bus live in this server's memory: they describe live
-// connections, which a restart ends anyway. Relay instances that share
-// them must talk to the same server process.
+// Where presence and the bus live is a relayState: on SQLite (one server
+// process) in this server's memory, the fast path; on PostgreSQL in the
+// database (relayshared.go), so that relay instances talking to different
+// replicas meet.
 
 func (s *Server) relayBusHandlers() map[string]handlerFunc {
 	return map[string]handlerFunc{
@@ -43,12 +45,41 @@ const (
 	maxPull      = 1024
 )
 
-// relayHub holds presence and the instances' inboxes.
+// relayHub holds the relay service key and where presence and the bus
+// live.
 type relayHub struct {
 	keyOnce sync.Once
 	key     []byte
 	keyErr  error
 
+	state relayState
+}
+
+// relayState keeps presence and the instances' inboxes.
+type relayState interface {
+	// report records the daemon connections instance holds (live) and
+	// lost (removed): it answers those of live that a newer connection
+	// superseded, and how many it advertises.
+	report(ctx context.Context, instance string, live, removed []sdk.RelayPresence, ttl time.Duration, now time.Time) (superseded []sdk.RelayPresence, accepted int, err error)
+	// resolve finds the live daemon connection of a runtime target.
+	resolve(ctx context.Context, workspace, target string, now time.Time) (*sdk.RelayPresence, error)
+	publish(ctx context.Context, instance string, msgs []sdk.RelayBusMessage, now time.Time) (sdk.RelayBusPublishResult, error)
+	// pull takes up to max messages for instance, after acknowledging
+	// those up to ack, waiting up to wait for the first.
+	pull(ctx context.Context, instance string, ack int64, max int, wait time.Duration) ([]sdk.RelayBusMessage, error)
+}
+
+func newRelayHub(s *Server) *relayHub {
+	if sh := newSharedRelay(s); sh != nil {
+		return &relayHub{state: sh}
+	}
+	return &relayHub{state: newMemRelay(s.opts.Now)}
+}
+
+// memRelay is relayState in one server's memory: it describes live
+// connections, which a restart ends anyway.
+type memRelay struct {
+	now      func() time.Time
 	mu       sync.Mutex
 	presence map[presenceKey]presenceEntry
 	inboxes  map[string]*inbox
@@ -68,12 +99,12 @@ type inbox struct {
 	seen time.Time
 }
 
-func newRelayHub() *relayHub {
-	return &relayHub{presence: map[presenceKey]presenceEntry{}, inboxes: map[string]*inbox{}}
+func newMemRelay(now func() time.Time) *memRelay {
+	return &memRelay{now: now, presence: map[presenceKey]presenceEntry{}, inboxes: map[string]*inbox{}}
 }
 
 // inbox returns an instance's inbox, creating it; the caller holds mu.
-func (h *relayHub) inbox(id string, now time.Time) *inbox {
+func (h *memRelay) inbox(id string, now time.Time) *inbox {
 	ib := h.inboxes[id]
 	if ib == nil {
 		ib = &inbox{wake: make(chan struct{}, 1)}
@@ -84,7 +115,7 @@ func (h *relayHub) inbox(id string, now time.Time) *inbox {
 }
 
 // sweep forgets idle instances and expired presence; the caller holds mu.
-func (h *relayHub) sweep(now time.Time) {
+func (h *memRelay) sweep(now time.Time) {
 	if now.Sub(h.swept) < 10*time.Second {
 		return
 	}
@@ -105,6 +136,125 @@ func (ib *inbox) signal() {
 	select {
 	case ib.wake <- struct{}{}:
 	default:
+	}
+}
+
+func (h *memRelay) report(_ context.Context, instance string, live, removed []sdk.RelayPresence, ttl time.Duration, now time.Time) ([]sdk.RelayPresence, int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sweep(now)
+	h.inbox(instance, now)
+	for _, e := range removed {
+		k := presenceKey{e.WorkspaceID, e.RuntimeTargetID}
+		if cur, ok := h.presence[k]; ok && cur.p.InstanceID == instance && cur.p.ConnID == e.ConnID {
+			delete(h.presence, k)
+		}
+	}
+	var superseded []sdk.RelayPresence
+	accepted := 0
+	for _, e := range live {
+		e.InstanceID = instance
+		k := presenceKey{e.WorkspaceID, e.RuntimeTargetID}
+		cur, ok := h.presence[k]
+		switch {
+		case !ok || now.After(cur.expires) || cur.p.ConnID == e.ConnID:
+		case e.ConnectedAt.Before(cur.p.ConnectedAt):
+			// An older connection still reporting: a newer one replaced it.
+			superseded = append(superseded, e)
+			continue
+		default:
+			// A newer connection replaces the one another instance holds.
+			if cur.p.InstanceID != instance {
+				if ib := h.inboxes[cur.p.InstanceID]; ib != nil && len(ib.msgs) < inboxCap {
+					ib.msgs = append(ib.msgs, replacedMessage(cur.p))
+					ib.signal()
+				}
+			}
+		}
+		h.presence[k] = presenceEntry{p: e, expires: now.Add(ttl)}
+		accepted++
+	}
+	return superseded, accepted, nil
+}
+
+// replacedMessage tells p's instance that a newer connection replaced p.
+func replacedMessage(p sdk.RelayPresence) sdk.RelayBusMessage {
+	return sdk.RelayBusMessage{To: p.InstanceID, Type: sdk.RelayBusReplaced,
+		WorkspaceID: p.WorkspaceID, RuntimeTargetID: p.RuntimeTargetID, ConnID: p.ConnID}
+}
+
+func (h *memRelay) resolve(_ context.Context, workspace, target string, now time.Time) (*sdk.RelayPresence, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.presence[presenceKey{workspace, target}]
+	if !ok || now.After(e.expires) || h.inboxes[e.p.InstanceID] == nil {
+		return nil, nil
+	}
+	p := e.p
+	return &p, nil
+}
+
+func (h *memRelay) publish(_ context.Context, instance string, msgs []sdk.RelayBusMessage, now time.Time) (sdk.RelayBusPublishResult, error) {
+	res := sdk.RelayBusPublishResult{Rejected: []sdk.RelayBusRejection{}}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sweep(now)
+	h.inbox(instance, now)
+	for i, m := range msgs {
+		ib := h.inboxes[m.To]
+		switch {
+		case ib == nil:
+			res.Rejected = append(res.Rejected, sdk.RelayBusRejection{Index: i, Reason: "unknown relay instance"})
+		case len(ib.msgs) >= inboxCap:
+			res.Rejected = append(res.Rejected, sdk.RelayBusRejection{Index: i, Reason: "the relay instance's inbox is full"})
+		default:
+			ib.msgs = append(ib.msgs, m)
+			ib.signal()
+			res.Accepted++
+		}
+	}
+	return res, nil
+}
+
+// pull ignores ack: messages leave the inbox when pulled (one process,
+// no answer lost between the store and the caller but the caller's own).
+func (h *memRelay) pull(ctx context.Context, instance string, _ int64, n int, wait time.Duration) ([]sdk.RelayBusMessage, error) {
+	var timer <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C
+	}
+	for {
+		now := h.now()
+		h.mu.Lock()
+		h.sweep(now)
+		ib := h.inbox(instance, now)
+		if len(ib.msgs) > 0 {
+			k := min(n, len(ib.msgs))
+			out := make([]sdk.RelayBusMessage, k)
+			copy(out, ib.msgs)
+			rest := copy(ib.msgs, ib.msgs[k:])
+			clear(ib.msgs[rest:])
+			ib.msgs = ib.msgs[:rest]
+			if rest == 0 && cap(ib.msgs) > 1024 {
+				ib.msgs = nil // an idle inbox keeps no buffer
+			}
+			h.mu.Unlock()
+			return out, nil
+		}
+		wake := ib.wake
+		h.mu.Unlock()
+		if timer == nil {
+			return nil, nil
+		}
+		select {
+		case <-wake:
+			continue
+		case <-timer:
+		case <-ctx.Done():
+		}
+		return nil, nil
 	}
 }
 
@@ -223,40 +373,12 @@ func (s *Server) presenceUpsert(c *call) (int, any, error) {
 		}
 	}
 
-	h := s.relay
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.sweep(now)
-	h.inbox(req.InstanceID, now)
-	for _, e := range req.Removed {
-		k := presenceKey{e.WorkspaceID, e.RuntimeTargetID}
-		if cur, ok := h.presence[k]; ok && cur.p.InstanceID == req.InstanceID && cur.p.ConnID == e.ConnID {
-			delete(h.presence, k)
-		}
+	superseded, accepted, err := s.relay.state.report(c.ctx(), req.InstanceID, live, req.Removed, ttl, now)
+	if err != nil {
+		return 0, nil, err
 	}
-	for _, e := range live {
-		e.InstanceID = req.InstanceID
-		k := presenceKey{e.WorkspaceID, e.RuntimeTargetID}
-		cur, ok := h.presence[k]
-		switch {
-		case !ok || now.After(cur.expires) || cur.p.ConnID == e.ConnID:
-		case e.ConnectedAt.Before(cur.p.ConnectedAt):
-			// An older connection still reporting: a newer one replaced it.
-			res.Superseded = append(res.Superseded, e)
-			continue
-		default:
-			// A newer connection replaces the one another instance holds.
-			if cur.p.InstanceID != req.InstanceID {
-				if ib := h.inboxes[cur.p.InstanceID]; ib != nil && len(ib.msgs) < inboxCap {
-					ib.msgs = append(ib.msgs, sdk.RelayBusMessage{To: cur.p.InstanceID, Type: sdk.RelayBusReplaced,
-						WorkspaceID: cur.p.WorkspaceID, RuntimeTargetID: cur.p.RuntimeTargetID, ConnID: cur.p.ConnID})
-					ib.signal()
-				}
-			}
-		}
-		h.presence[k] = presenceEntry{p: e, expires: now.Add(ttl)}
-		res.Accepted++
-	}
+	res.Superseded = append(res.Superseded, superseded...)
+	res.Accepted = accepted
 	return 200, sdk.RelayPresenceUpsertResponse{Data: res}, nil
 }
 
@@ -268,16 +390,14 @@ func (s *Server) presenceResolve(c *call) (int, any, error) {
 	if req.WorkspaceID == "" || req.RuntimeTargetID == "" {
 		return 0, nil, invalid(sdk.ErrorDetail{Message: "workspace_id and runtime_target_id are required"})
 	}
-	now := s.opts.Now()
-	h := s.relay
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	e, ok := h.presence[presenceKey{req.WorkspaceID, req.RuntimeTargetID}]
-	if !ok || now.After(e.expires) || h.inboxes[e.p.InstanceID] == nil {
+	p, err := s.relay.state.resolve(c.ctx(), req.WorkspaceID, req.RuntimeTargetID, s.opts.Now())
+	if err != nil {
+		return 0, nil, err
+	}
+	if p == nil {
 		return 200, sdk.RelayPresenceResolveResponse{Data: sdk.RelayPresenceResolveResult{}}, nil
 	}
-	p := e.p
-	return 200, sdk.RelayPresenceResolveResponse{Data: sdk.RelayPresenceResolveResult{Found: true, Presence: &p}}, nil
+	return 200, sdk.RelayPresenceResolveResponse{Data: sdk.RelayPresenceResolveResult{Found: true, Presence: p}}, nil
 }
 
 var busTypes = map[string]bool{"open": true, "data": true, "close": true, "error": true}
@@ -295,26 +415,13 @@ func (s *Server) busPublish(c *call) (int, any, error) {
 			return 0, nil, invalid(sdk.ErrorDetail{Field: "/messages/" + itoa(int64(i)), Message: "needs to and a type t of open, data, close or error"})
 		}
 	}
-	now := s.opts.Now()
-	res := sdk.RelayBusPublishResult{Rejected: []sdk.RelayBusRejection{}}
-	h := s.relay
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.sweep(now)
-	h.inbox(req.InstanceID, now)
-	for i, m := range req.Messages {
-		m.From = req.InstanceID // the bus, not the sender, says who sent it
-		ib := h.inboxes[m.To]
-		switch {
-		case ib == nil:
-			res.Rejected = append(res.Rejected, sdk.RelayBusRejection{Index: i, Reason: "unknown relay instance"})
-		case len(ib.msgs) >= inboxCap:
-			res.Rejected = append(res.Rejected, sdk.RelayBusRejection{Index: i, Reason: "the relay instance's inbox is full"})
-		default:
-			ib.msgs = append(ib.msgs, m)
-			ib.signal()
-			res.Accepted++
-		}
+	for i := range req.Messages {
+		req.Messages[i].From = req.InstanceID // the bus, not the sender, says who sent it
+		req.Messages[i].Seq = 0
+	}
+	res, err := s.relay.state.publish(c.ctx(), req.InstanceID, req.Messages, s.opts.Now())
+	if err != nil {
+		return 0, nil, err
 	}
 	return 200, sdk.RelayBusPublishResponse{Data: res}, nil
 }
@@ -332,43 +439,12 @@ func (s *Server) busPull(c *call) (int, any, error) {
 	if n <= 0 || n > maxPull {
 		n = maxPull
 	}
-	var timer <-chan time.Time
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		timer = t.C
+	out, err := s.relay.state.pull(c.ctx(), req.InstanceID, req.Ack, n, wait)
+	if err != nil {
+		return 0, nil, err
 	}
-	h := s.relay
-	for {
-		now := s.opts.Now()
-		h.mu.Lock()
-		h.sweep(now)
-		ib := h.inbox(req.InstanceID, now)
-		if len(ib.msgs) > 0 {
-			k := min(n, len(ib.msgs))
-			out := make([]sdk.RelayBusMessage, k)
-			copy(out, ib.msgs)
-			rest := copy(ib.msgs, ib.msgs[k:])
-			clear(ib.msgs[rest:])
-			ib.msgs = ib.msgs[:rest]
-			if rest == 0 && cap(ib.msgs) > 1024 {
-				ib.msgs = nil // an idle inbox keeps no buffer
-			}
-			h.mu.Unlock()
-			return 200, sdk.RelayBusPullResponse{Data: sdk.RelayBusPullResult{Messages: out}}, nil
-		}
-		wake := ib.wake
-		h.mu.Unlock()
-		if timer == nil {
-			break
-		}
-		select {
-		case <-wake:
-			continue
-		case <-timer:
-		case <-c.ctx().Done():
-		}
-		break
+	if out == nil {
+		out = []sdk.RelayBusMessage{}
 	}
-	return 200, sdk.RelayBusPullResponse{Data: sdk.RelayBusPullResult{Messages: []sdk.RelayBusMessage{}}}, nil
+	return 200, sdk.RelayBusPullResponse{Data: sdk.RelayBusPullResult{Messages: out}}, nil
 }

@@ -100,7 +100,7 @@ type Server struct {
 	val      *validator
 	doc      []byte
 	creds    *credCache
-	throttle *throttle
+	throttle *runtimeThrottle
 	relay    *relayHub
 	pairs    *pairGuard
 	log      *slog.Logger
@@ -151,8 +151,7 @@ func New(opts Options) (*Server, error) {
 		st:       opts.Store,
 		log:      opts.Logger,
 		creds:    newCredCache(opts.CacheTTL),
-		throttle: newThrottle(opts.RuntimeRate, 2*opts.RuntimeRate),
-		relay:    newRelayHub(),
+		throttle: newRuntimeThrottle(opts.Store, opts.RuntimeRate, 2*opts.RuntimeRate, opts.Logger),
 		pairs:    newPairGuard(opts.Store),
 		wsCache:  map[string]wsEntry{},
 	}
@@ -162,6 +161,10 @@ func New(opts Options) (*Server, error) {
 	}
 	s.hooks = hooks
 	s.work = newWorkHub(s)
+	s.relay = newRelayHub(s)
+	if sh := sharedOf(opts.Store); sh != nil {
+		s.creds.shareWith(sh, s.log)
+	}
 
 	val, err := newValidator()
 	if err != nil {
@@ -313,7 +316,7 @@ func (s *Server) serve(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	if c.route.Auth == AuthDaemon {
-		if wait, ok := s.throttle.allow(c.p.InstallID, c.s.opts.Now()); !ok {
+		if wait, ok := s.throttle.allow(c.ctx(), c.p.InstallID, c.s.opts.Now()); !ok {
 			e := errorf(http.StatusTooManyRequests, sdk.CodeRateLimited, "runtime requests are throttled; retry later")
 			e.Header = http.Header{"Retry-After": {fmt.Sprint(int(wait.Seconds()) + 1)}}
 			return 0, nil, e

@@ -63,6 +63,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// CacheTTL is passed to the API (credential cache).
 	CacheTTL time.Duration
+	// RuntimeRate is passed to the API: each install's requests per
+	// second on /api/runtime/* (default 50, burst twice that).
+	RuntimeRate float64
 	// LeaseTTL is passed to the API: how long a worker's lease lives
 	// without a heartbeat (default api.DefaultLeaseTTL).
 	LeaseTTL time.Duration
@@ -250,7 +253,7 @@ func (h *Host) assemble(ctx context.Context) error {
 	}
 	a, err = api.New(api.Options{
 		Store: h.st, BaseURL: h.origin, AppURL: o.AppURL, RelayURL: o.RelayURL,
-		Signer: signer, Secrets: h.ring, Login: h.links, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL, LeaseTTL: o.LeaseTTL,
+		Signer: signer, Secrets: h.ring, Login: h.links, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL, LeaseTTL: o.LeaseTTL, RuntimeRate: o.RuntimeRate,
 		Pages: pages, Logger: o.Logger, Version: version.Version,
 		Invitations: h.announceInvitation,
 		Webhooks:    o.Webhooks, WebhookRate: o.WebhookRate,
@@ -498,6 +501,8 @@ func (h *Host) Run(ctx context.Context) error {
 	go func() { h.api.Dispatcher().Run(ctx); close(dispatched) }()
 	go h.api.RunSweeper(ctx)         // expired worker leases go back to the queue
 	go h.api.RunInsightDetector(ctx) // the insight rules, at start and hourly
+	// Replicas of one PostgreSQL database: bus wake-ups and revocations.
+	go h.api.RunShared(ctx)
 	if h.relay != nil {
 		go h.relay.Run(ctx)
 		// Hijacked WebSockets are not the HTTP server's to drain.
@@ -647,3 +652,7 @@ func (k sealedKeySet) Swap(ctx context.Context, old, new []byte) (bool, error) {
 func (h *Host) RotateEvidenceKey(ctx context.Context) (string, error) {
 	return (&auth.EvidenceSigner{Store: h.evidenceKeys()}).Rotate(ctx)
 }
+
+// Online reports whether a daemon of the workspace's runtime target is
+// connected to a live relay instance, as the pages show it.
+func (h *Host) Online(workspace, install string) bool { return h.api.Online(workspace, install) }

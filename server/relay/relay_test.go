@@ -33,7 +33,11 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	s := servertest.Start(t, servertest.Options{})
+	return fixtureOn(t, servertest.Start(t, servertest.Options{}))
+}
+
+func fixtureOn(t *testing.T, s *servertest.Server) *fixture {
+	t.Helper()
 	f := &fixture{s: s, u: s.NewUser("relay@example.com")}
 	ctx := context.Background()
 	in, err := f.u.Client.CreateInstall(ctx, f.u.Workspace, "laptop")
@@ -538,8 +542,14 @@ func TestRelaySlowPeerIsDisconnected(t *testing.T) {
 // the other instance replaces its old connection there.
 func TestRelayTwoInstances(t *testing.T) {
 	f := newFixture(t)
-	a := f.s.URL // the server's embedded relay
 	rb, b := startRelay(t, f.s, relay.Options{PresenceInterval: time.Second})
+	// a is the server's embedded relay.
+	testTwoInstances(t, f, f.s.URL, b, rb)
+}
+
+// testTwoInstances runs the meeting of a daemon and its clients across
+// relay instances a and b (rb is b's relay).
+func testTwoInstances(t *testing.T, f *fixture, a, b string, rb *relay.Relay) {
 	d := f.daemon(t, a)
 	clients := []*websocket.Conn{f.client(t, b), f.client(t, b)}
 	chans := map[string]*websocket.Conn{}

@@ -142,9 +142,14 @@ func (r *Relay) publishBatch(ctx context.Context, batch []sdk.RelayBusMessage) {
 
 func (r *Relay) pullLoop(ctx context.Context) {
 	wait := r.opts.PullWait
+	// ack is the last numbered message received: a bus in the database
+	// keeps the messages of a pull until the next one acknowledges them,
+	// so a pull whose answer is lost (its server replica killed) is
+	// answered again.
+	var ack int64
 	for ctx.Err() == nil {
 		cctx, cancel := context.WithTimeout(ctx, wait+15*time.Second)
-		res, err := r.ctl.Pull(cctx, sdk.RelayBusPullRequest{InstanceID: r.opts.InstanceID, WaitMS: int(wait / time.Millisecond), Max: pullMax})
+		res, err := r.ctl.Pull(cctx, sdk.RelayBusPullRequest{InstanceID: r.opts.InstanceID, WaitMS: int(wait / time.Millisecond), Max: pullMax, Ack: ack})
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -154,6 +159,12 @@ func (r *Relay) pullLoop(ctx context.Context) {
 			continue
 		}
 		for _, m := range res.Messages {
+			if m.Seq != 0 {
+				if m.Seq <= ack {
+					continue // delivered already
+				}
+				ack = m.Seq
+			}
 			r.m.busIn.Add(1)
 			r.deliver(m)
 		}

@@ -102,6 +102,10 @@ type RelayBusMessage struct {
 	ConnID          string `json:"conn_id,omitempty"`
 	Payload         string `json:"p,omitempty"`
 	Reason          string `json:"reason,omitempty"`
+	// Seq numbers a pulled message in its instance's inbox; the next
+	// pull acknowledges it (RelayBusPullRequest.Ack). 0 when the bus does
+	// not number messages (one server's memory).
+	Seq int64 `json:"seq,omitempty"`
 }
 
 // Bus message types beyond the envelope's open, data, close and error:
@@ -134,11 +138,14 @@ type RelayBusPublishResponse struct {
 }
 
 // RelayBusPullRequest takes up to Max messages from the instance's inbox,
-// waiting up to WaitMS for the first.
+// waiting up to WaitMS for the first. Ack is the highest Seq the instance
+// has received: those messages are done, and the others are answered again
+// (a pull whose answer was lost loses nothing).
 type RelayBusPullRequest struct {
 	InstanceID string `json:"instance_id"`
 	WaitMS     int    `json:"wait_ms,omitempty"`
 	Max        int    `json:"max,omitempty"`
+	Ack        int64  `json:"ack,omitempty"`
 }
 
 // RelayBusPullResult is what was taken, in publish order.

@@ -40,6 +40,12 @@ type Options struct {
 	WebhookRate int
 	// LeaseTTL shortens worker leases for expiry tests.
 	LeaseTTL time.Duration
+	// RuntimeRate is each install's requests per second on /api/runtime/*.
+	RuntimeRate float64
+	// PublicURL is the origin replicas behind one load balancer share
+	// (relay JWTs name it as their issuer); the test still reaches each
+	// server at its own address (URL).
+	PublicURL string
 }
 
 // Start runs a server until the test ends.
@@ -49,12 +55,12 @@ func Start(t testing.TB, o Options) *Server {
 	if dir == "" {
 		dir = filepath.Join(t.TempDir(), "data")
 	}
-	h, err := host.New(context.Background(), host.Options{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: o.DatabaseURL, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL, LeaseTTL: o.LeaseTTL, Webhooks: o.Webhooks, WebhookRate: o.WebhookRate})
+	h, err := host.New(context.Background(), host.Options{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: o.DatabaseURL, PublicURL: o.PublicURL, RuntimeRate: o.RuntimeRate, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL, LeaseTTL: o.LeaseTTL, Webhooks: o.Webhooks, WebhookRate: o.WebhookRate})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{T: t, Host: h, URL: h.URL(), DataDir: dir, cancel: cancel, done: make(chan error, 1)}
+	s := &Server{T: t, Host: h, URL: "http://" + h.Addr(), DataDir: dir, cancel: cancel, done: make(chan error, 1)}
 	go func() { s.done <- h.Run(ctx) }()
 	// Run bootstraps before serving; wait until health answers.
 	c := s.Client("")
