@@ -181,3 +181,32 @@ func TestWorkflowRunnerPools(t *testing.T) {
 	}
 	expect(t, do(t, e.s, "POST", "/api/runtime/worker/claim", e.ex.Credential, `{"runner_pool":"a b","wait_seconds":0}`), 422, "bad pool in a claim")
 }
+
+// TestRunAttemptKeepsItsSession: a run queued from a session stays linked
+// to it (linked_session_id) when the worker reports its own daemon
+// session, and a rerun is linked to the same session.
+func TestRunAttemptKeepsItsSession(t *testing.T) {
+	e := newWFEnv(t, servertest.Options{})
+	ws := e.u.Workspace
+	sess := expect(t, do(t, e.s, "POST", "/api/resources/"+ws+"/sessions", e.u.Token, `{"title":"fix","source_kind":"manual"}`), 201, "session")
+	sid := dataOf(sess)["id"].(string)
+	att, err := e.u.Client.QueueSessionRunAttempt(e.ctx, ws, sid, sdk.WorkflowRunCreateRequest{Agent: "shell", Prompt: "again"})
+	if err != nil || att.SessionID != sid || att.LinkedSessionID != sid {
+		t.Fatalf("attempt: %+v %v", att, err)
+	}
+	l := e.claim(t, e.runner, 5)
+	if _, err := e.runner.ReportLeaseState(e.ctx, l.ID, sdk.LeaseStateRequest{Fence: l.Fence, State: sdk.RunRunning, SessionID: "daemon-sess-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.runner.CompleteLease(e.ctx, l.ID, sdk.LeaseCompleteRequest{Fence: l.Fence, Status: sdk.RunSucceeded, SessionID: "daemon-sess-1"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.u.Client.GetWorkflowRun(e.ctx, ws, att.ID)
+	if err != nil || got.SessionID != "daemon-sess-1" || got.LinkedSessionID != sid || got.SyncedSessionID != "" {
+		t.Fatalf("after the worker: %+v %v", got, err)
+	}
+	re := expect(t, do(t, e.s, "POST", "/api/workflow-runs/"+att.ID+"/rerun", e.u.Token, nil), 201, "rerun")
+	if d := dataOf(re); d["session_id"] != sid || d["linked_session_id"] != sid {
+		t.Fatalf("rerun: %s", re.Body)
+	}
+}

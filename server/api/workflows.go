@@ -34,6 +34,8 @@ type runSpec struct {
 	VersionID    string `json:"workflow_version_id,omitempty"`
 	Digest       string `json:"workflow_digest,omitempty"`
 	Repo         string `json:"repo,omitempty"`
+	// LinkedSession is the session the run was queued from.
+	LinkedSession string `json:"linked_session_id,omitempty"`
 }
 
 // runOutcome is what the worker reported, kept as the run's outcome JSON.
@@ -52,7 +54,7 @@ func runOut(r store.WorkflowRun, approvals []store.RunApproval, now time.Time) s
 	_ = json.Unmarshal(r.Outcome, &oc)
 	out := sdk.WorkflowRun{
 		ID: r.ID, WorkspaceID: r.WorkspaceID, Status: r.Status, Agent: r.Agent, Model: sp.Model, Prompt: sp.Prompt, Definition: sp.Definition,
-		DefinitionID: sp.DefinitionID, VersionID: sp.VersionID, Digest: sp.Digest, RunnerPool: r.RunnerPool, Workdir: r.Workdir, Repo: sp.Repo, Tags: nonNil(r.Tags), ManagedExecutorID: r.ExecutorPin, SessionID: r.SessionID,
+		DefinitionID: sp.DefinitionID, VersionID: sp.VersionID, Digest: sp.Digest, RunnerPool: r.RunnerPool, Workdir: r.Workdir, Repo: sp.Repo, Tags: nonNil(r.Tags), ManagedExecutorID: r.ExecutorPin, SessionID: r.SessionID, LinkedSessionID: sp.LinkedSession,
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, LeaseID: r.LeaseID, ExecutorID: r.ExecutorID, CancelRequested: r.CancelRequested,
 		BlockedReason: r.BlockedReason, RerunOf: r.RerunOf, ExitCode: oc.ExitCode, DiffSummary: oc.DiffSummary, Checkpoints: oc.Checkpoints,
 		Usage: oc.Usage, Error: oc.Error, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
@@ -389,7 +391,7 @@ func (s *Server) newRunAs(c *call, actor string, req sdk.WorkflowRunCreateReques
 		q.MaxAttempts = defaultMaxAttempts
 	}
 	spec, _ := json.Marshal(runSpec{Prompt: q.Prompt, Model: q.Model, Definition: q.YAMLSnapshot, DefinitionID: q.DefinitionID, VersionID: q.VersionID,
-		Digest: q.digest, Repo: q.Repo})
+		Digest: q.digest, Repo: q.Repo, LinkedSession: q.SessionID})
 	now := c.now()
 	r := store.WorkflowRun{ID: newRecordID(), WorkspaceID: c.ws.ID, Status: status, Agent: q.Agent, Tags: q.Tags, ExecutorPin: q.ManagedExecutorID, RunnerPool: q.RunnerPool,
 		Workdir: q.Workdir, Spec: spec, Outcome: json.RawMessage(`{}`), MaxAttempts: q.MaxAttempts, SessionID: q.SessionID, BlockedReason: q.budgetReason,
@@ -442,7 +444,20 @@ func (s *Server) getRun(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return 200, sdk.WorkflowRunResponse{Data: runOut(r, aps, c.now())}, nil
+	out := runOut(r, aps, c.now())
+	// The worker's daemon publishes its session through session sync
+	// (docs/server.md), keyed by the daemon's session id: the run links
+	// to that record once it exists.
+	if r.SessionID != "" {
+		rec, err := s.st.RecordByKey(c.ctx(), c.ws.ID, "sessions", "daemon:"+r.SessionID)
+		switch {
+		case err == nil:
+			out.SyncedSessionID = rec.ID
+		case !errors.Is(err, store.ErrNotFound):
+			return 0, nil, err
+		}
+	}
+	return 200, sdk.WorkflowRunResponse{Data: out}, nil
 }
 
 var runStatuses = []string{sdk.RunDraft, sdk.RunQueued, sdk.RunBlocked, sdk.RunLeased, sdk.RunRunning, sdk.RunWaitingApproval, sdk.RunSucceeded, sdk.RunFailed, sdk.RunCancelled}
@@ -574,6 +589,9 @@ func (s *Server) rerunRun(c *call) (int, any, error) {
 	req := sdk.WorkflowRunCreateRequest{Agent: r.Agent, Model: sp.Model, Prompt: sp.Prompt, YAMLSnapshot: sp.Definition, DefinitionID: sp.DefinitionID,
 		VersionID: sp.VersionID, Workdir: r.Workdir, Repo: sp.Repo, Tags: r.Tags, ManagedExecutorID: r.ExecutorPin, SessionID: r.SessionID,
 		MaxAttempts: r.MaxAttempts, RunnerPool: r.RunnerPool}
+	if sp.LinkedSession != "" {
+		req.SessionID = sp.LinkedSession
+	}
 	// The session stays linked when it is a session of the workspace; a
 	// worker's own session id (reported at start) is not carried over.
 	if req.SessionID != "" {

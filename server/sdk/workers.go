@@ -92,8 +92,15 @@ type WorkflowRun struct {
 	// ManagedExecutorID pins the run to one executor.
 	ManagedExecutorID string `json:"managed_executor_id,omitempty"`
 	// SessionID links the run to an agent session (run-attempts), and once
-	// started, to the session the worker ran.
+	// started, to the daemon session the worker ran (its latest attempt's).
 	SessionID string `json:"session_id,omitempty"`
+	// LinkedSessionID is the session the run was queued from (run-attempts);
+	// it stays when SessionID becomes the worker's.
+	LinkedSessionID string `json:"linked_session_id,omitempty"`
+	// SyncedSessionID is the control plane's session record holding the
+	// worker's daemon session and its events, published by the daemon's
+	// session sync (only in the answer of one run, once it has synced).
+	SyncedSessionID string `json:"synced_session_id,omitempty"`
 	// Attempt counts leases granted (1 for the first); MaxAttempts bounds
 	// how often an expired lease requeues it before it fails.
 	Attempt     int `json:"attempt"`
