@@ -64,6 +64,9 @@ type Daemon interface {
 	Session(ctx context.Context, id string) (wire.SessionInfo, error)
 	Manifest(ctx context.Context, id string) (wire.Manifest, error)
 	Events(ctx context.Context, id string, afterSeq int64, limit int) ([]wire.SessionUpdate, error)
+	// StreamEvents copies the log after afterSeq up to untilSeq to w, a
+	// session-update frame a line, without decoding it.
+	StreamEvents(ctx context.Context, id string, afterSeq, untilSeq int64, w io.Writer) (int64, error)
 	Pending(ctx context.Context, sessionID string) ([]wire.PermissionRequest, error)
 	UnlockRemote(ctx context.Context, ttlSeconds int) (wire.RemoteStatus, error)
 	// Protocol opens the control protocol, once; later calls return the

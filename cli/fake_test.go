@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,7 @@ type fakeDaemon struct {
 	session    func(id string) (wire.SessionInfo, error)
 	manifest   func(id string) (wire.Manifest, error)
 	events     func(id string, after int64, limit int) ([]wire.SessionUpdate, error)
+	stream     func(id string, after, until int64, w io.Writer) (int64, error)
 	pending    func(sid string) ([]wire.PermissionRequest, error)
 	launch     func(wire.LaunchRequest) (wire.SessionInfo, error)
 	kill       func(wire.KillRequest) error
@@ -122,6 +124,13 @@ func (f *fakeDaemon) Events(_ context.Context, id string, after int64, limit int
 		return missing[[]wire.SessionUpdate](f, "Events")
 	}
 	return f.events(id, after, limit)
+}
+func (f *fakeDaemon) StreamEvents(_ context.Context, id string, after, until int64, w io.Writer) (int64, error) {
+	f.called("stream")
+	if f.stream == nil {
+		return missing[int64](f, "StreamEvents")
+	}
+	return f.stream(id, after, until, w)
 }
 func (f *fakeDaemon) Pending(_ context.Context, sid string) ([]wire.PermissionRequest, error) {
 	if f.pending == nil {

@@ -110,17 +110,29 @@ func runLogs(ctx context.Context, opts *logsOptions) error {
 	return opts.printStored(ctx, c)
 }
 
-// printStored prints what the session's log holds now, then returns. It
-// streams over the control protocol, in batches, up to the last seq the
-// session had when the command began (a running session goes on writing);
-// with --json each line is the daemon's session-update frame, passed
-// through unchanged rather than decoded and encoded again.
+// printStored prints what the session's log holds now, then returns, up
+// to the last seq the session had when the command began (a running
+// session goes on writing). With --json each line is the daemon's
+// session-update frame, which the daemon encodes once and this copies
+// through without decoding (one streamed response); for people, it
+// follows over the control protocol, in batches, and renders each event.
 func (opts *logsOptions) printStored(ctx context.Context, c Daemon) error {
 	si, err := c.Session(ctx, opts.sessionID)
 	if err != nil {
 		return apiExit(err)
 	}
 	if si.LastSeq <= opts.lastSeq {
+		return nil
+	}
+	if opts.json {
+		w := bufio.NewWriterSize(opts.env.Out, 256<<10)
+		_, err := c.StreamEvents(ctx, opts.sessionID, opts.lastSeq, si.LastSeq, w)
+		if ferr := w.Flush(); err == nil && ferr != nil {
+			return fmt.Errorf("write events: %w", ferr)
+		}
+		if err != nil {
+			return timeoutExit(ctx, apiExit(err), "session "+opts.sessionID)
+		}
 		return nil
 	}
 	p, err := c.Protocol(ctx)
@@ -146,17 +158,10 @@ func (opts *logsOptions) printStored(ctx context.Context, c Daemon) error {
 		if !ok {
 			break
 		}
-		if opts.json {
-			w.Write(u.Raw)
-			w.WriteByte('\n')
-		} else {
-			r.render(u.SessionUpdate)
-		}
+		r.render(u.SessionUpdate)
 		last = u.Seq
 	}
-	if !opts.json {
-		r.finish()
-	}
+	r.finish()
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("write events: %w", err)
 	}

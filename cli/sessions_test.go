@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"regexp"
 	"strings"
@@ -308,35 +309,36 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// logs without --follow streams what is stored when it begins and stops
+// logs without --follow prints what is stored when it begins and stops
 // there, though the running session goes on; with --json each line is the
-// daemon's frame, byte for byte.
+// daemon's frame, byte for byte, streamed up to the last seq it had.
 func TestLogsPrintsStoredEvents(t *testing.T) {
-	s := newStream()
-	f := &fakeDaemon{session: func(string) (wire.SessionInfo, error) { si := reeveOne; si.LastSeq = 3; return si, nil },
-		subscribe: func(_ string, after int64) (Stream, error) {
-			if after != 1 {
-				t.Errorf("after %d", after)
-			}
-			return s, nil
-		}}
 	var frames []string
-	go func() {
-		for seq := int64(2); seq <= 5; seq++ { // 4 and 5 come after the command began
-			s.send("01REEVE", seq, wire.KindAgentMessage, wire.AgentMessage{Text: fmt.Sprint("m", seq)})
-		}
-	}()
 	for seq := int64(2); seq <= 3; seq++ {
 		raw, _ := json.Marshal(wire.AgentMessage{Text: fmt.Sprint("m", seq)})
 		frame, _ := json.Marshal(wire.SessionUpdate{Type: wire.TypeSessionUpdate, SessionID: "01REEVE", Seq: seq, TS: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Kind: wire.KindAgentMessage, Data: raw})
 		frames = append(frames, string(frame))
 	}
+	f := &fakeDaemon{session: func(string) (wire.SessionInfo, error) { si := reeveOne; si.LastSeq = 3; return si, nil },
+		stream: func(_ string, after, until int64, w io.Writer) (int64, error) {
+			if after != 1 || until != 3 {
+				t.Errorf("streamed (%d, %d], want (1, 3]", after, until)
+			}
+			for _, fr := range frames {
+				io.WriteString(w, fr+"\n")
+			}
+			return int64(len(frames)), nil
+		}}
 	cmd, out, _ := testCmd(t, f)
 	if err := runLogs(context.Background(), &logsOptions{daemonCmd: cmd, sessionID: "01REEVE", lastSeq: 1, json: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Split(strings.TrimSpace(out.String()), "\n"); strings.Join(got, "\n") != strings.Join(frames, "\n") {
 		t.Fatalf("lines\n%s\nwant\n%s", out, strings.Join(frames, "\n"))
+	}
+
+	if f.callsOf("subscribe") != 0 {
+		t.Fatal("--json subscribed instead of streaming")
 	}
 
 	// Human form, and nothing to print when --last-seq is already the last.
@@ -366,8 +368,19 @@ func TestLogsReportsABrokenStream(t *testing.T) {
 		s.end(nil, errors.New("connection lost"))
 	}()
 	cmd, out, _ := testCmd(t, f)
-	err := runLogs(context.Background(), &logsOptions{daemonCmd: cmd, sessionID: "01REEVE", json: true})
-	if err == nil || !strings.Contains(err.Error(), "after seq 1 of 10") || !strings.Contains(out.String(), `"seq":1`) {
+	err := runLogs(context.Background(), &logsOptions{daemonCmd: cmd, sessionID: "01REEVE"})
+	if err == nil || !strings.Contains(err.Error(), "after seq 1 of 10") || !strings.Contains(out.String(), "a") {
+		t.Fatalf("err %v, out %q", err, out)
+	}
+
+	// With --json, the stream's own check (controlclient counts the lines).
+	f.stream = func(_ string, _, _ int64, w io.Writer) (int64, error) {
+		io.WriteString(w, `{"type":"session-update","seq":1}`+"\n")
+		return 1, errors.New("the log of session 01REEVE ended after 1 of 10 events")
+	}
+	cmd, out, _ = testCmd(t, f)
+	err = runLogs(context.Background(), &logsOptions{daemonCmd: cmd, sessionID: "01REEVE", json: true})
+	if err == nil || exitCode(err) == 0 || !strings.Contains(err.Error(), "1 of 10") || !strings.Contains(out.String(), `"seq":1`) {
 		t.Fatalf("err %v, out %q", err, out)
 	}
 }

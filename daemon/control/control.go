@@ -83,6 +83,7 @@ func New(opts Options) *API {
 		a.mux.HandleFunc("/api/sessions/{id}", methods{http.MethodGet: a.getSession}.serve)
 		a.mux.HandleFunc("/api/sessions/{id}/manifest", methods{http.MethodGet: a.getManifest}.serve)
 		a.mux.HandleFunc("/api/sessions/{id}/events", methods{http.MethodGet: a.listEvents}.serve)
+		a.mux.HandleFunc("/api/sessions/{id}/events/stream", methods{http.MethodGet: a.streamEvents}.serve)
 	}
 	if opts.Permissions != nil {
 		a.mux.HandleFunc("/api/sessions/{id}/hooks", methods{http.MethodPost: a.hook}.serve)

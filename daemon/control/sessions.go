@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bufio"
 	"errors"
 	"net/http"
 	"strconv"
@@ -57,6 +58,61 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
 		out.Events = append(out.Events, wire.SessionUpdate{Type: wire.TypeSessionUpdate, SessionID: e.SessionID, Seq: e.Seq, TS: e.TS, Kind: e.Kind, Data: e.Data})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// streamPage is how many events streamEvents reads per query: a reader
+// connection is held only that long, so a slow client never pins the log.
+const streamPage = 4096
+
+// streamEvents is a session's log after after_seq, up to until_seq (all of
+// it when absent), as one response: a session-update frame a line
+// (wire.SessionLogMediaType), encoded once here and copied through by the
+// client. It is what `logs --json` prints; a million events are one
+// request rather than a thousand pages. The frames are exactly
+// until_seq-after_seq lines when the log holds that much (seqs have no
+// gaps), so a client can tell a cut stream from a whole one.
+func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := a.opts.Sessions.Session(r.Context(), id); err != nil {
+		writeSessionError(w, err)
+		return
+	}
+	after, err := intParam(r, "after_seq", 0)
+	if err != nil || after < 0 {
+		writeError(w, http.StatusUnprocessableEntity, wire.CodeInvalid, "after_seq must be a non-negative integer")
+		return
+	}
+	until, err := intParam(r, "until_seq", 0)
+	if err != nil || until < 0 {
+		writeError(w, http.StatusUnprocessableEntity, wire.CodeInvalid, "until_seq must be a non-negative integer")
+		return
+	}
+	w.Header().Set("Content-Type", wire.SessionLogMediaType)
+	w.Header().Set("Cache-Control", "no-store")
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var line []byte
+	for until == 0 || after < until {
+		evs, err := a.opts.Log.Events(r.Context(), id, after, streamPage)
+		if err != nil {
+			// The status line is gone; a short stream is how the client
+			// learns (it counts the lines it expected).
+			return
+		}
+		for _, e := range evs {
+			if until > 0 && e.Seq > until {
+				break
+			}
+			line = append(wire.AppendSessionUpdate(line[:0], e.SessionID, e.Seq, e.TS, e.Kind, e.Data), '\n')
+			if _, err := bw.Write(line); err != nil {
+				return
+			}
+			after = e.Seq
+		}
+		if len(evs) < streamPage {
+			break
+		}
+	}
+	bw.Flush()
 }
 
 func intParam(r *http.Request, name string, def int64) (int64, error) {

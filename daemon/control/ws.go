@@ -578,25 +578,11 @@ func (c *wsConn) watchWrites() {
 	}
 }
 
-// updateFrame encodes a session-update by hand: the event's data is
-// already compact JSON from the store, and re-validating it on every
-// replayed frame is the largest cost of a replay.
+// updateFrame encodes a session-update (wire.AppendSessionUpdate): the
+// event's data is already compact JSON from the store, and re-validating
+// it on every replayed frame is the largest cost of a replay.
 func updateFrame(buf []byte, e store.Event) []byte {
-	buf = append(buf, `{"type":"session-update","session_id":`...)
-	buf = strconv.AppendQuote(buf, e.SessionID)
-	buf = append(buf, `,"seq":`...)
-	buf = strconv.AppendInt(buf, e.Seq, 10)
-	buf = append(buf, `,"ts":"`...)
-	buf = e.TS.UTC().AppendFormat(buf, time.RFC3339Nano)
-	buf = append(buf, `","kind":`...)
-	buf = strconv.AppendQuote(buf, e.Kind)
-	buf = append(buf, `,"data":`...)
-	if len(e.Data) == 0 {
-		buf = append(buf, "null"...)
-	} else {
-		buf = append(buf, e.Data...)
-	}
-	return append(buf, '}')
+	return wire.AppendSessionUpdate(buf, e.SessionID, e.Seq, e.TS, e.Kind, e.Data)
 }
 
 // batchHead starts a session-updates frame; its updates follow,

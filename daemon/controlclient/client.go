@@ -211,3 +211,59 @@ func (c *Client) Pending(ctx context.Context, sessionID string) ([]wire.Permissi
 	}
 	return out.Pending, c.do(ctx, http.MethodGet, path, nil, &out)
 }
+
+// StreamEvents copies a session's log after afterSeq, up to untilSeq, to w
+// as the daemon streams it (GET /api/sessions/{id}/events/stream): one
+// session-update frame a line, passed through without being decoded. It
+// fails when the stream ends before seq untilSeq, and returns how many
+// events it copied. The request's time is bounded by ctx only: a long log
+// takes as long as it takes.
+func (c *Client) StreamEvents(ctx context.Context, id string, afterSeq, untilSeq int64, w io.Writer) (int64, error) {
+	path := fmt.Sprintf("/api/sessions/%s/events/stream?after_seq=%d&until_seq=%d", url.PathEscape(id), afterSeq, untilSeq)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return 0, fmt.Errorf("build request: %w", err)
+	}
+	if c.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	}
+	hc := *c.http
+	hc.Timeout = 0
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%w at %s: %w", ErrUnreachable, c.where(), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		var eb wire.ErrorBody
+		if json.Unmarshal(data, &eb) == nil && eb.Error.Message != "" {
+			return 0, &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+		}
+		return 0, &APIError{Status: resp.StatusCode, Code: "http_" + fmt.Sprint(resp.StatusCode), Message: strings.TrimSpace(string(data))}
+	}
+	lw := &lineCounter{w: w}
+	_, err = io.CopyBuffer(lw, resp.Body, make([]byte, 256<<10))
+	if err != nil {
+		if ctx.Err() != nil {
+			return lw.lines, ctx.Err()
+		}
+		return lw.lines, fmt.Errorf("read the log of session %s: %w", id, err)
+	}
+	if untilSeq > 0 && lw.lines < untilSeq-afterSeq {
+		return lw.lines, fmt.Errorf("the log of session %s ended after %d of %d events", id, lw.lines, untilSeq-afterSeq)
+	}
+	return lw.lines, nil
+}
+
+// lineCounter counts the newlines that pass through it.
+type lineCounter struct {
+	w     io.Writer
+	lines int64
+}
+
+func (l *lineCounter) Write(p []byte) (int, error) {
+	n, err := l.w.Write(p)
+	l.lines += int64(bytes.Count(p[:n], []byte{'\n'}))
+	return n, err
+}

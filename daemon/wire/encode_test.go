@@ -1,0 +1,50 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// The hand-written encoder makes exactly encoding/json's bytes (without
+// HTML escaping), for every shape of id, kind, time and data it may meet.
+func TestAppendSessionUpdate(t *testing.T) {
+	ts := []time.Time{
+		time.Date(2026, 11, 24, 2, 30, 0, 0, time.UTC),
+		time.Date(2026, 11, 24, 2, 30, 0, 123456789, time.UTC),
+		time.Date(2026, 11, 24, 2, 30, 0, 120000000, time.FixedZone("x", 3600)),
+	}
+	cases := []struct{ id, kind, data string }{
+		{"01ARZ3NDEKTSV4RRFFQ69G5FAV", KindTerminalOutput, `{"text":"hello\nworld"}`},
+		{"s", KindAgentMessage, `{"text":"<b>&amp;</b> \u00e9 é \"q\""}`},
+		{"s\"x<y>&z", "kind\twith\nodd é \u2028", `"just a string"`},
+		{"s", KindStatus, "{ \"status\" : \"running\",\n \"reason\":\"a b\" }"},
+		{"s", KindStatus, `null`},
+		{"s", KindStatus, ``},
+		{"s", KindStatus, `[1, 2 ,3]`},
+		{"s", KindStatus, `{"text":"tab\there, space here"}`},
+	}
+	for _, c := range cases {
+		for _, tm := range ts {
+			u := SessionUpdate{Type: TypeSessionUpdate, SessionID: c.id, Seq: 42, TS: tm, Kind: c.kind, Data: json.RawMessage(c.data)}
+			if c.data == "" {
+				u.Data = nil
+			}
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(u); err != nil {
+				t.Fatal(err)
+			}
+			want := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+			got := AppendSessionUpdate([]byte("prefix"), c.id, 42, tm, c.kind, u.Data)
+			if !bytes.Equal(got[len("prefix"):], want) {
+				t.Errorf("case %+v at %v:\n got %s\nwant %s", c, tm, got[len("prefix"):], want)
+			}
+			if bytes.IndexByte(got, '\n') >= 0 {
+				t.Errorf("case %+v: the frame holds a newline", c)
+			}
+		}
+	}
+}
