@@ -33,7 +33,7 @@ func newEvidenceCmd(env *Env) *cobra.Command {
 	opts := &evidenceVerifyOptions{env: env}
 	verify := &cobra.Command{
 		Use:   "verify FILE [--server URL | --key FILE]",
-		Short: "Verify a signed session export (receipt-export or trace-export) offline",
+		Short: "Verify a signed export (a session's receipt-export or trace-export, a review packet's export) offline",
 		Long: "Checks that FILE is byte for byte a signed export of a reeve server: the Ed25519 signature over its payload with the key it names,\n" +
 			"and the events' hash chain (complete, in order, unchanged). The key comes from --key (a JWKS, one JWK, or a base64 public key)\n" +
 			"or from the server's /api/.well-known/jwks.json (--server). Exit 0: verified; 8: it does not verify.",
@@ -52,15 +52,18 @@ func newEvidenceCmd(env *Env) *cobra.Command {
 
 // evidenceSummary is what a verified bundle says.
 type evidenceSummary struct {
-	Verified    bool      `json:"verified"`
-	Kind        string    `json:"kind"`
-	KeyID       string    `json:"kid"`
-	WorkspaceID string    `json:"workspace_id"`
-	SessionID   string    `json:"session_id"`
-	IssuedAt    time.Time `json:"issued_at"`
-	Events      int       `json:"events"`
-	Decisions   int       `json:"decisions"`
-	ChainHead   string    `json:"chain_head"`
+	Verified    bool   `json:"verified"`
+	Kind        string `json:"kind"`
+	KeyID       string `json:"kid"`
+	WorkspaceID string `json:"workspace_id"`
+	SessionID   string `json:"session_id,omitempty"`
+	// ReviewPacketID is set for a review packet's export (its events are
+	// the packet's evidence links).
+	ReviewPacketID string    `json:"review_packet_id,omitempty"`
+	IssuedAt       time.Time `json:"issued_at"`
+	Events         int       `json:"events"`
+	Decisions      int       `json:"decisions"`
+	ChainHead      string    `json:"chain_head"`
 }
 
 func runEvidenceVerify(ctx context.Context, opts *evidenceVerifyOptions) error {
@@ -98,9 +101,14 @@ func runEvidenceVerify(ctx context.Context, opts *evidenceVerifyOptions) error {
 	var signed sdk.EvidenceEnvelope
 	_ = json.Unmarshal(data, &signed)
 	sum := evidenceSummary{Verified: true, Kind: b.Kind, KeyID: signed.Data.KeyID, WorkspaceID: b.WorkspaceID, SessionID: b.SessionID,
-		IssuedAt: b.IssuedAt, Events: len(b.Events), Decisions: len(b.Decisions), ChainHead: b.ChainHead}
+		ReviewPacketID: b.ReviewPacketID, IssuedAt: b.IssuedAt, Events: len(b.Events), Decisions: len(b.Decisions), ChainHead: b.ChainHead}
 	if opts.json {
 		return writeJSON(opts.env.Out, sum)
+	}
+	if b.ReviewPacketID != "" {
+		_, err = fmt.Fprintf(opts.env.Out, "verified review packet %s (workspace %s): %d evidence links, %d decisions, signed by %s at %s\nchain head %s\n",
+			sum.ReviewPacketID, sum.WorkspaceID, sum.Events, sum.Decisions, sum.KeyID, sum.IssuedAt.Format(time.RFC3339), sum.ChainHead)
+		return err
 	}
 	_, err = fmt.Fprintf(opts.env.Out, "verified %s of session %s (workspace %s): %d events, %d decisions, signed by %s at %s\nchain head %s\n",
 		sum.Kind, sum.SessionID, sum.WorkspaceID, sum.Events, sum.Decisions, sum.KeyID, sum.IssuedAt.Format(time.RFC3339), sum.ChainHead)

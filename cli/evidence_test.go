@@ -66,6 +66,29 @@ func TestEvidenceVerifyCommand(t *testing.T) {
 	if code, o := run("evidence", "verify", file, "--server", url); code != ExitOK || !strings.Contains(o, "verified trace of session "+sess.ID) {
 		t.Fatalf("verify --server: %d %s", code, o)
 	}
+	// A review packet's export verifies the same way.
+	var packet sdk.ReviewPacketResponse
+	if _, err := c.Do(context.Background(), "POST", "/api/resources/"+ws[0].ID+"/review-packets",
+		sdk.ReviewPacketCreateRequest{Title: "t", Evidence: []sdk.EvidenceLink{{Kind: "session", ID: sess.ID}}}, &packet); err != nil {
+		t.Fatal(err)
+	}
+	preq, _ := http.NewRequest("GET", url+"/api/resources/"+ws[0].ID+"/review-packets/"+packet.Data.ID+"/export", nil)
+	preq.Header.Set("Authorization", "Bearer "+tok)
+	presp, err := http.DefaultClient.Do(preq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pbundle, _ := io.ReadAll(presp.Body)
+	presp.Body.Close()
+	pfile := filepath.Join(t.TempDir(), "packet.json")
+	os.WriteFile(pfile, pbundle, 0o600)
+	if code, o := run("evidence", "verify", pfile, "--server", url); code != ExitOK || !strings.Contains(o, "verified review packet "+packet.Data.ID) || !strings.Contains(o, "1 evidence links") {
+		t.Fatalf("verify a review packet: %d %s", code, o)
+	}
+	os.WriteFile(pfile, []byte(strings.Replace(string(pbundle), `"payload":"`, `"payload":"e`, 1)), 0o600)
+	if code, o := run("evidence", "verify", pfile, "--server", url); code != ExitInvalid {
+		t.Fatalf("a tampered review packet: %d %s", code, o)
+	}
 	// --key with the JWKS, with one JWK, and with the bare key.
 	var keys sdk.JWKS
 	kr, _ := http.Get(url + "/api/.well-known/jwks.json")
