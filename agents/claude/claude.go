@@ -201,7 +201,7 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 	if err := ctl.prompt(t.Prompt); err != nil {
 		return fail(fmt.Errorf("send the prompt: %w", err))
 	}
-	return &ptyrun.Turn{Proc: p, Evidence: evidence, Result: func(r ptyrun.Result) agents.TurnResult {
+	return &ptyrun.Turn{Proc: p, Evidence: evidence, Spec: t, Result: func(r ptyrun.Result) agents.TurnResult {
 		ctl.shutdown()
 		return result(m, t.Resume, r)
 	}}, nil

@@ -156,7 +156,7 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 	if err := ch.open(t, a.initTimeout(), p.Done()); err != nil {
 		return fail(err)
 	}
-	return &ptyrun.Turn{Proc: p, Evidence: evidence, Result: func(r ptyrun.Result) agents.TurnResult {
+	return &ptyrun.Turn{Proc: p, Evidence: evidence, Spec: t, Result: func(r ptyrun.Result) agents.TurnResult {
 		ch.shutdown()
 		m.closeAll()
 		return result(m, t.Resume, r)

@@ -176,7 +176,7 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 		return nil, fmt.Errorf("agent %s: %w", a.o.ID, err)
 	}
 	id, resume := a.o.ID, a.o.Resume
-	proc := &ptyrun.Turn{Proc: p, Evidence: evidence, Terminal: true, Result: func(r ptyrun.Result) agents.TurnResult {
+	proc := &ptyrun.Turn{Proc: p, Evidence: evidence, Spec: t, Terminal: true, Result: func(r ptyrun.Result) agents.TurnResult {
 		res := agents.TurnResult{ExitCode: ptyrun.ExitCode(r), Resume: resume}
 		if r.Err != nil {
 			res.Err = fmt.Errorf("%s: %w", id, r.Err)

@@ -127,7 +127,7 @@ func (a *Adapter) StartTurn(ctx context.Context, t agents.Turn, emit agents.Emit
 		evidence.Close()
 		return nil, fmt.Errorf("gemini: %w", err)
 	}
-	return &ptyrun.Turn{Proc: p, Evidence: evidence, Result: func(r ptyrun.Result) agents.TurnResult { return result(m, t.Resume, r) }}, nil
+	return &ptyrun.Turn{Proc: p, Evidence: evidence, Spec: t, Result: func(r ptyrun.Result) agents.TurnResult { return result(m, t.Resume, r) }}, nil
 }
 
 // governedHome prepares the Gemini CLI home of a governed session,

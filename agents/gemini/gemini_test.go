@@ -248,3 +248,44 @@ func TestGeminiKillEndsCommands(t *testing.T) {
 		}
 	}
 }
+
+// The command line of a real turn, as the daemon records it: the program
+// and the arguments Args gave, in order, with the prompt (which Gemini
+// CLI takes as an argument) replaced by its digest, and of the
+// environment only Gemini's configuration, its API key masked.
+func TestGeminiLaunchIsRecordedWithoutSecrets(t *testing.T) {
+	exe := agenttest.Gemini(t)
+	srv, env := setup(t, []agenttest.Turn{{Text: "Done."}})
+	a := adapterFor(exe)
+	turn := agents.Turn{Prompt: "deploy with token ghp_0123456789abcdefghijABCD", Model: model, Dir: t.TempDir(), StateDir: t.TempDir(), Env: env}
+	var rec agenttest.Recorder
+	p, err := a.StartTurn(context.Background(), turn, rec.Emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := p.Wait()
+	if res.Err != nil {
+		t.Fatalf("turn: %+v", res)
+	}
+	l := p.(agents.Launcher).Launch()
+	args := Args(turn)
+	if len(l.Argv) != len(args)+1 || l.Argv[0] != exe {
+		t.Fatalf("argv %q, args %q", l.Argv, args)
+	}
+	for i, a := range args {
+		want := a
+		if strings.HasSuffix(a, turn.Prompt) {
+			want = strings.TrimSuffix(a, turn.Prompt) + "[prompt sha256:"
+		}
+		if !strings.HasPrefix(l.Argv[i+1], want) {
+			t.Fatalf("argv[%d] = %q, want %q", i+1, l.Argv[i+1], want)
+		}
+	}
+	envs := strings.Join(l.Env, " ")
+	if !strings.Contains(envs, "GEMINI_API_KEY=[redacted]") || !strings.Contains(envs, "GOOGLE_GEMINI_BASE_URL="+srv.URL) || strings.Contains(envs, "HOME=") {
+		t.Fatalf("env %q", l.Env)
+	}
+	if all, _ := json.Marshal(l); strings.Contains(string(all), "ghp_") || strings.Contains(string(all), "agenttest") {
+		t.Fatalf("a secret left in %s", all)
+	}
+}

@@ -107,7 +107,7 @@ func StartPipe(ctx context.Context, o PipeOptions) (*Process, error) {
 	tail := &tailBuffer{max: stderrTail}
 	stderr := &drainer{f: errR, drain: drain, handle: tail.write}
 
-	p := &Process{cmd: cmd, stdin: inW}
+	p := &Process{cmd: cmd, stdin: inW, argv: append([]string{o.Path}, o.Args...), env: envOf(cmd.Env)}
 	err = p.start(ctx, []*drainer{stdout, stderr}, func(r *Result) {
 		r.Stderr = tail.String()
 		if inW != nil {

@@ -85,7 +85,7 @@ func Start(ctx context.Context, o Options) (*Process, error) {
 	}
 	// The drainer owns the master and closes it when done; Input writes to
 	// it until then.
-	p := &Process{cmd: cmd, master: master}
+	p := &Process{cmd: cmd, master: master, argv: append([]string{o.Path}, o.Args...), env: envOf(cmd.Env)}
 	if err := p.start(ctx, []*drainer{d}, nil); err != nil {
 		master.Close()
 		return nil, fmt.Errorf("start %s: %w", o.Path, err)
@@ -131,6 +131,14 @@ func withTerm(env []string) []string {
 		}
 	}
 	return append(env[:len(env):len(env)], "TERM=xterm-256color")
+}
+
+// envOf is the environment a command with env runs with.
+func envOf(env []string) []string {
+	if env == nil {
+		return os.Environ()
+	}
+	return env
 }
 
 func orDefault(d, def time.Duration) time.Duration {

@@ -57,6 +57,10 @@ type Process struct {
 	stdin  *os.File // the write end of stdin, for StartPipe with Stdin
 	reaper *reaper  // the worker's side of the reaper the program runs under
 
+	// argv and env are what the program was started with (before the
+	// reaper wrapped it), for Launched.
+	argv, env []string
+
 	exited chan struct{} // closed when the leader has been reaped
 	done   chan struct{} // closed when the output is drained too
 	res    Result
@@ -65,6 +69,12 @@ type Process struct {
 	killed bool
 	ended  bool // done is closed; the process group may be gone or reused
 }
+
+// Launched is the program's path and arguments, and its environment, as
+// given to Start or StartPipe (the reaper that runs it is not part of it).
+// They hold secrets as given: see agents.DescribeLaunch before recording
+// them.
+func (p *Process) Launched() (argv, env []string) { return p.argv, p.env }
 
 // Pid is the id of the process started, the program's reaper, which is
 // also the process group id.

@@ -55,12 +55,25 @@ type Turn struct {
 	Result func(Result) agents.TurnResult
 	// Terminal says the program reads its PTY, so Input reaches it.
 	Terminal bool
+	// Spec is the turn the process runs, whose prompt and context Launch
+	// keeps out of the recorded command line.
+	Spec agents.Turn
 
 	once sync.Once
 	res  agents.TurnResult
 }
 
-var _ agents.Process = (*Turn)(nil)
+var (
+	_ agents.Process  = (*Turn)(nil)
+	_ agents.Launcher = (*Turn)(nil)
+)
+
+// Launch is the command line the process was started with, secrets and
+// the turn's prompt masked (agents.DescribeLaunch).
+func (t *Turn) Launch() agents.Launch {
+	argv, env := t.Proc.Launched()
+	return agents.DescribeLaunch(argv, env, t.Spec)
+}
 
 // Wait blocks until the process has ended.
 func (t *Turn) Wait() agents.TurnResult {

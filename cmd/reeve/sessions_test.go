@@ -137,6 +137,25 @@ func TestClaudeSessionThroughDaemon(t *testing.T) {
 	if !findEvent(evs, wire.KindAgentMessage, contains("Second turn answered.")) {
 		t.Fatalf("follow-up answer missing; kinds %v", kinds(evs))
 	}
+	// Each turn's command line is on the record as the daemon ran it: the
+	// real executable, the resumed session the second time, the API key
+	// masked.
+	var launches []wire.Launch
+	for _, e := range evs {
+		if e.Kind == wire.KindLaunch {
+			var l wire.Launch
+			json.Unmarshal(e.Data, &l)
+			launches = append(launches, l)
+			if strings.Contains(string(e.Data), "agenttest") {
+				t.Fatalf("the API key left in the launch: %s", e.Data)
+			}
+		}
+	}
+	if len(launches) != 2 || launches[0].Argv[0] != exe || launches[0].Turn != 1 || launches[1].Turn != 2 ||
+		!strings.Contains(strings.Join(launches[1].Argv, " "), "--resume "+m.AgentSessionID) ||
+		!strings.Contains(strings.Join(launches[0].Env, " "), "ANTHROPIC_API_KEY=[redacted]") {
+		t.Fatalf("launches %+v", launches)
+	}
 	if m2 := h.manifest(si.ID); m2.AgentSessionID != m.AgentSessionID || m2.Turns != 2 {
 		t.Fatalf("follow-up did not resume the same session: %+v", m2)
 	}

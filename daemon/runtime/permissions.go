@@ -558,6 +558,7 @@ func (m *Manager) policyFor(ctx context.Context, sess store.Session, cwd string)
 	}
 	src := policy.Source{Project: mf.Directory, Required: mf.PolicyFile != ""}
 	return func(tool string, input json.RawMessage) hookbridge.PolicyVerdict {
+		m.notePolicy(ctx, sess.ID) // the receipt records a policy edited mid-session
 		return m.opts.Policy(src, policy.Request{Tool: tool, Input: input, Workdir: sess.Workdir, Cwd: cwd})
 	}
 }

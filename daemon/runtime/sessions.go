@@ -236,6 +236,9 @@ func (m *Manager) launch(ctx context.Context, req wire.LaunchRequest, from *retr
 	if src := policy.SourceOf(dir.Path); src.Required {
 		manifest.PolicyFile = filepath.Join(dir.Path, policy.Dir, policy.File)
 	}
+	// The policy in force at the start, for the session's receipt.
+	var inForce wire.PolicyInForce
+	manifest.PolicyHash, inForce = startPolicy(dir.Path, manifest.PolicyFile)
 	// The id comes first: it names the worktree's branch.
 	manifest.SessionID = ulid.Make().String()
 	workdir, err := m.isolate(ctx, manifest.SessionID, dir.Path, from, &manifest)
@@ -254,6 +257,10 @@ func (m *Manager) launch(ctx context.Context, req wire.LaunchRequest, from *retr
 	manifest.SessionID = sess.ID
 	if err := m.saveManifest(ctx, sess.ID, manifest); err != nil {
 		return wire.SessionInfo{}, err
+	}
+	if manifest.PolicyHash != wire.PolicyNone {
+		// A project without a policy says so in the manifest alone.
+		m.record(sess.ID, wire.KindPolicy, inForce)
 	}
 	if err := m.startTurn(sess.ID, turnParams{adapter: adapter, prompt: req.Prompt, model: req.Model, workdir: workdir}); err != nil {
 		return m.info(ctx, sess.ID), err
@@ -377,6 +384,9 @@ func (m *Manager) startTurn(sessionID string, tp turnParams) error {
 			fmt.Fprintf(m.opts.Log, "worker: session %s: record %s event: %v\n", sessionID, ev.Kind, err)
 		}
 	}
+	if tp.resume != "" {
+		m.notePolicy(ctx, sessionID) // edited between turns
+	}
 	extra, env := m.sessionContext(ctx, sessionID, stateDir, tp.workdir, tp.prompt, tp.resume == "")
 	hook, err := m.verifiedHook(sessionID)
 	var proc agents.Process
@@ -394,6 +404,8 @@ func (m *Manager) startTurn(sessionID string, tp turnParams) error {
 	}
 	m.turns.Add(1)
 	m.started(sl, proc)
+	// Before the turn can end, so the launch counts this turn.
+	m.recordLaunch(ctx, sessionID, proc, tp.adapter, tp.workdir)
 	go func() {
 		defer m.turns.Done()
 		res := proc.Wait()

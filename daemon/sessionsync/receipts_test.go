@@ -50,7 +50,10 @@ func TestReceiptsAndGovernanceFromTheDaemon(t *testing.T) {
 	os.WriteFile(agent, []byte("#!/bin/sh\necho agent\n"), 0o700)
 	turnLog := filepath.Join(state, "claude-1.jsonl")
 	os.WriteFile(turnLog, []byte(`{"type":"system"}`+"\n"), 0o600)
-	mf := wire.Manifest{SessionID: sess.ID, Agent: "claude", AgentVersion: "2.1.3", AgentPath: agent, PolicyFile: policy, Guarded: true, PermissionMode: "default", Turns: 0}
+	startHash := "sha256:" + sum(t, policy)
+	argv := []string{agent, "-p", "--output-format", "stream-json", "--settings", filepath.Join(state, "claude-settings.json")}
+	mf := wire.Manifest{SessionID: sess.ID, Agent: "claude", AgentVersion: "2.1.3", AgentPath: agent, PolicyFile: policy, Guarded: true, PermissionMode: "default", Turns: 0,
+		PolicyHash: startHash, CommandLine: argv}
 	setManifest := func() {
 		raw, _ := json.Marshal(mf)
 		if err := st.SetManifest(ctx, sess.ID, raw); err != nil {
@@ -59,6 +62,8 @@ func TestReceiptsAndGovernanceFromTheDaemon(t *testing.T) {
 	}
 	setManifest()
 	for _, e := range []struct{ kind, data string }{
+		{"policy", `{"change":"start","hash":"` + startHash + `","file":"` + policy + `"}`},
+		{"launch", `{"turn":1,"agent":"claude","argv":` + toJSON(argv) + `,"env":["ANTHROPIC_API_KEY=[redacted]"],"dir":"/w"}`},
 		{"permission-request", `{"id":"r1","tool":"Bash","input":{"command":"rm -rf /tmp/x"}}`},
 		{"permission-decision", `{"request_id":"r1","tool":"Bash","decision":"deny","decided_by":"policy:deny-rm"}`},
 		{"usage", `{"model":"sonnet","input_tokens":120,"output_tokens":30,"cost_usd":0.4}`},
@@ -106,16 +111,47 @@ func TestReceiptsAndGovernanceFromTheDaemon(t *testing.T) {
 		return out
 	}
 	r := view("adapter-receipts")
-	if r["agent"] != "claude" || r["agent_version"] != "2.1.3" || !strings.Contains(toJSON(r["command_line"]), agent) {
+	if r["agent"] != "claude" || r["agent_version"] != "2.1.3" || toJSON(r["command_line"]) != toJSON(argv) {
 		t.Fatalf("receipt %v", r)
+	}
+	if l := r["launches"].([]any); len(l) != 1 || toJSON(l[0].(map[string]any)["argv"]) != toJSON(argv) {
+		t.Fatalf("launches %v", r["launches"])
 	}
 	f := files(r)
 	if f["policy "+policy] != sum(t, policy) || f["agent "+agent] != sum(t, agent) || f["state "+turnLog] != sum(t, turnLog) || len(f) != 3 {
 		t.Fatalf("evidence files %v", f)
 	}
 	g := view("governance")
-	if g["effective_policy_hash"] != "sha256:"+sum(t, policy) || g["mode"] != "default" || g["guarded"] != true {
+	if g["effective_policy_hash"] != startHash || g["current_policy_hash"] != startHash || g["mode"] != "default" || g["guarded"] != true {
 		t.Fatalf("governance %v", g)
+	}
+	// The policy file changes after the start, before any change is
+	// recorded: the receipt keeps the hash of the policy the session
+	// started with, not the file as it is at publish time.
+	os.WriteFile(policy, []byte("version: 1\ndeny: [rm, curl]\n"), 0o600)
+	if _, err := st.Append(ctx, sess.ID, "agent-message", json.RawMessage(`{"text":"later"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := y.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := view("governance"); g["effective_policy_hash"] != startHash {
+		t.Fatalf("the start hash moved with the file: %v", g)
+	}
+	// The daemon records the change: both hashes are kept.
+	edited := "sha256:" + sum(t, policy)
+	mf.CurrentPolicyHash = edited
+	setManifest()
+	if _, err := st.Append(ctx, sess.ID, "policy", json.RawMessage(`{"change":"changed","hash":"`+edited+`","previous":"`+startHash+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := y.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g = view("governance")
+	if h := g["policy_history"].([]any); g["effective_policy_hash"] != startHash || g["current_policy_hash"] != edited || len(h) != 2 ||
+		h[0].(map[string]any)["hash"] != startHash || h[1].(map[string]any)["hash"] != edited || h[1].(map[string]any)["previous"] != startHash {
+		t.Fatalf("after the change: %v", g)
 	}
 	if sp := view("spend"); toJSON(sp["total"]) != `{"cache_read_tokens":0,"cache_write_tokens":0,"cost_usd":0.4,"input_tokens":120,"output_tokens":30}` {
 		t.Fatalf("spend %v", sp)

@@ -175,6 +175,9 @@ func (s *Syncer) syncSession(ctx context.Context, ss sdk.SyncSession) (int, erro
 			}
 			detailed = true
 		}
+		if evs == nil {
+			evs = []sdk.SyncEvent{} // the request's events are an array, even empty
+		}
 		for i := range evs {
 			switch s.opts.Mode {
 			case sdk.UploadMetadata:

@@ -44,6 +44,8 @@ type fileDigest struct {
 // limit): the newest are kept.
 const maxEvidenceFiles = 50
 
+const maxInt = int(^uint(0) >> 1)
+
 func (s *StoreSource) Sessions(ctx context.Context) ([]sdk.SyncSession, error) {
 	ss, err := s.Store.ListSessions(ctx, store.SessionFilter{})
 	if err != nil {
@@ -62,10 +64,8 @@ func (s *StoreSource) Sessions(ctx context.Context) ([]sdk.SyncSession, error) {
 		var m wire.Manifest
 		_ = json.Unmarshal(x.Manifest, &m)
 		o := sdk.SyncSession{ID: x.ID, DirectoryName: name, Agent: x.Agent, Model: x.Model, Status: string(x.Status), Turns: m.Turns,
-			CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt, Mode: m.PermissionMode, Guarded: m.Guarded, AgentVersion: m.AgentVersion}
-		if m.AgentPath != "" {
-			o.CommandLine = []string{m.AgentPath}
-		}
+			CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt, Mode: m.PermissionMode, Guarded: m.Guarded, AgentVersion: m.AgentVersion,
+			PolicyHash: m.PolicyHash, CurrentPolicyHash: m.CurrentPolicyHash, CommandLine: m.CommandLine}
 		if !x.EndedAt.IsZero() {
 			t := x.EndedAt
 			o.EndedAt = &t
@@ -79,7 +79,7 @@ func (s *StoreSource) Sessions(ctx context.Context) ([]sdk.SyncSession, error) {
 }
 
 // Detail adds what costs file reads to a session about to be published:
-// the policy's hash and the evidence files' digests (the policy file, the
+// the evidence files' digests (the policy file, the
 // agent's executable and the session's state directory). Unchanged files
 // are not hashed again.
 func (s *StoreSource) Detail(ctx context.Context, o *sdk.SyncSession) error {
@@ -101,9 +101,8 @@ func (s *StoreSource) Detail(ctx context.Context, o *sdk.SyncSession) error {
 		}
 	}
 	if m.PolicyFile != "" {
-		if f, ok := s.digest(m.PolicyFile); ok {
-			o.PolicyHash = "sha256:" + f.sum
-		}
+		// The file as it is now; the hash of the policy in force at the
+		// start (and at each change) is the manifest's.
 		add("policy", m.PolicyFile)
 	}
 	if m.AgentPath != "" {
@@ -169,7 +168,28 @@ func (s *StoreSource) digest(path string) (fileDigest, bool) {
 	return d, true
 }
 
+// Events returns the session's events after afterSeq up to its durable
+// mark only: an event the store shows before it is fsynced could be taken
+// back by a crash of the machine, and its seq given to another event, so
+// the control plane would hold, for good, an event the log does not.
 func (s *StoreSource) Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]sdk.SyncEvent, error) {
+	last, err := s.Store.LastSeq(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if last <= afterSeq {
+		return []sdk.SyncEvent{}, nil // nothing new: no fsync
+	}
+	mark, err := s.Store.DurableSeq(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if mark <= afterSeq {
+		return []sdk.SyncEvent{}, nil
+	}
+	if n := int(min(mark-afterSeq, int64(maxInt))); limit <= 0 || n < limit {
+		limit = n
+	}
 	evs, err := s.Store.Events(ctx, sessionID, afterSeq, limit)
 	if err != nil {
 		return nil, err

@@ -66,6 +66,9 @@ type Options struct {
 	// of sessions; an error it returns fails that write as a full disk
 	// would. Tests use it to break writes and then let them succeed again.
 	WriteFault func() error
+	// SyncFault, when set, runs in place of the fsync of DurableSeq
+	// (durable.go): tests make it slow or fail.
+	SyncFault func(f *os.File) error
 }
 
 // Store is the daemon's durable store. It is safe for concurrent use.
@@ -93,6 +96,7 @@ type Store struct {
 	ends       endBook
 	settleDone chan struct{}
 	writeFault func() error
+	syncFault  func(f *os.File) error
 
 	// closeMu guards closed and the closing of app.ch against senders.
 	closeMu   sync.RWMutex
@@ -132,7 +136,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
 
-	s := &Store{path: opts.Path, writer: writer, writeFault: opts.WriteFault, app: &appender{
+	s := &Store{path: opts.Path, writer: writer, writeFault: opts.WriteFault, syncFault: opts.SyncFault, app: &appender{
 		ch:       make(chan *appendReq, appendQueue),
 		done:     make(chan struct{}),
 		syncCh:   make(chan []*appendReq, syncQueue),

@@ -297,6 +297,14 @@ type Manifest struct {
 	Resumable      bool       `json:"resumable"`
 	// ResumeToken continues the agent's own session in the next turn.
 	ResumeToken string `json:"resume_token,omitempty"`
+	// PolicyHash is the hash of the project policy in force when the
+	// session started (PolicyInForce.Hash, "" for a session older than
+	// the hash); CurrentPolicyHash is the latest one the daemon saw while
+	// the session lived, set when it changed since.
+	PolicyHash        string `json:"policy_hash,omitempty"`
+	CurrentPolicyHash string `json:"current_policy_hash,omitempty"`
+	// CommandLine is the latest turn's Launch.Argv.
+	CommandLine []string `json:"command_line,omitempty"`
 	// WorktreeManifest (worktree.go): isolation, branch, base commit and
 	// branch; its fields are flattened into the manifest's JSON.
 	WorktreeManifest

@@ -108,6 +108,13 @@ func JSON(doc []byte) []byte {
 	return out
 }
 
+// SecretKey reports whether a name (a JSON key, an environment variable,
+// a command-line flag without its dashes) says its value is a secret. Names
+// that count model tokens (max-tokens, input_tokens) are not.
+func SecretKey(name string) bool {
+	return secretKey().MatchString(name) && !strings.HasSuffix(strings.ToLower(name), "tokens")
+}
+
 // Contains reports whether s has anything String would mask (for tests and
 // for refusing uploads).
 func Contains(s string) bool { return String(s) != s || strings.Contains(s, "PRIVATE KEY") }

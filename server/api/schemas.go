@@ -109,7 +109,8 @@ func requestSchemas() map[string]schema {
 				"agent": schema{"type": "string", "maxLength": 100}, "model": schema{"type": "string", "maxLength": 200},
 				"status": schema{"type": "string", "maxLength": 50}, "turns": schema{"type": "integer", "minimum": 0},
 				"worktree_branch": schema{"type": "string", "maxLength": 500}, "created_at": tString(), "updated_at": tString(), "ended_at": tStringNull(),
-				"policy_hash": schema{"type": "string", "maxLength": 200}, "mode": schema{"type": "string", "maxLength": 50}, "guarded": typ("boolean"),
+				"policy_hash": schema{"type": "string", "maxLength": 200}, "current_policy_hash": schema{"type": "string", "maxLength": 200},
+				"mode": schema{"type": "string", "maxLength": 50}, "guarded": typ("boolean"),
 				"agent_version": schema{"type": "string", "maxLength": 100},
 				"command_line":  schema{"type": "array", "maxItems": 100, "items": schema{"type": "string", "maxLength": 4096}},
 				"evidence_files": schema{"type": "array", "maxItems": 50, "items": object([]string{"role", "path", "sha256"}, schema{

@@ -102,6 +102,9 @@ func (s *Server) sessionView(view string) handlerFunc {
 		case "governance":
 			mode := ""
 			decisions := map[string]int{}
+			// The policy in force: the hash at the start and each change
+			// the daemon saw while the session lived (its policy events).
+			policies := []map[string]any{}
 			for _, e := range evs {
 				switch e.Kind {
 				case "mode":
@@ -110,6 +113,9 @@ func (s *Server) sessionView(view string) handlerFunc {
 					}
 				case "permission-decision":
 					decisions[toString(obj(e.Data)["decision"])]++
+				case "policy":
+					d := obj(e.Data)
+					policies = append(policies, map[string]any{"seq": e.Seq, "change": d["change"], "hash": d["hash"], "previous": d["previous"], "at": d["at"]})
 				}
 			}
 			g, _ := a["governance"].(map[string]any)
@@ -120,8 +126,12 @@ func (s *Server) sessionView(view string) handlerFunc {
 				g["mode"] = mode
 			}
 			g["decisions"] = decisions
+			g["policy_history"] = policies
 			if g["effective_policy_hash"] == nil || g["effective_policy_hash"] == "" {
 				g["effective_policy_hash"] = a["effective_policy_hash"]
+			}
+			if g["current_policy_hash"] == nil || g["current_policy_hash"] == "" {
+				g["current_policy_hash"] = g["effective_policy_hash"]
 			}
 			data = g
 		case "spend":
@@ -141,15 +151,26 @@ func (s *Server) sessionView(view string) handlerFunc {
 			data = map[string]any{"turns": turns, "total": map[string]any{"input_tokens": in, "output_tokens": out, "cache_read_tokens": cacheR, "cache_write_tokens": cacheW, "cost_usd": cost}}
 		case "adapter-receipts":
 			kinds := map[string]int{}
+			// Every turn's command line, from its launch event.
+			launches := []map[string]any{}
 			for _, e := range evs {
 				kinds[e.Kind]++
+				if e.Kind == "launch" {
+					d := obj(e.Data)
+					launches = append(launches, map[string]any{"seq": e.Seq, "at": e.TS, "turn": d["turn"], "argv": d["argv"], "env": d["env"], "dir": d["dir"],
+						"agent_version": d["agent_version"]})
+				}
 			}
 			ad, _ := a["adapter"].(map[string]any)
 			files, _ := ad["evidence_files"].([]any)
 			if files == nil {
 				files = []any{}
 			}
-			data = map[string]any{"agent": a["agent"], "agent_version": ad["version"], "command_line": ad["command_line"], "evidence_files": files,
+			cmd := ad["command_line"]
+			if l, _ := cmd.([]any); len(l) == 0 && len(launches) > 0 {
+				cmd = launches[len(launches)-1]["argv"]
+			}
+			data = map[string]any{"agent": a["agent"], "agent_version": ad["version"], "command_line": cmd, "launches": launches, "evidence_files": files,
 				"model": a["model"], "install_id": a["install_id"], "daemon_session_id": a["daemon_session_id"], "turns": a["turns"],
 				"worktree_branch": a["worktree_branch"], "event_kinds": kinds, "events": len(evs)}
 		case "mcp-tools":

@@ -31,13 +31,16 @@ type SyncSession struct {
 	CreatedAt      time.Time  `json:"created_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
 	EndedAt        *time.Time `json:"ended_at,omitempty"`
-	// Governance, when the daemon knows it: the effective policy hash,
-	// the mode and whether the agent runs guarded.
-	PolicyHash string `json:"policy_hash,omitempty"`
-	Mode       string `json:"mode,omitempty"`
-	Guarded    bool   `json:"guarded,omitempty"`
+	// Governance, when the daemon knows it: the hash of the policy in
+	// force when the session started, the latest one when the policy
+	// changed while it lived, the mode and whether the agent runs guarded.
+	PolicyHash        string `json:"policy_hash,omitempty"`
+	CurrentPolicyHash string `json:"current_policy_hash,omitempty"`
+	Mode              string `json:"mode,omitempty"`
+	Guarded           bool   `json:"guarded,omitempty"`
 	// The adapter receipt: the agent CLI's version, the command line the
-	// daemon ran it with, and digests of the files that evidence the run.
+	// daemon ran its latest turn with (secrets and the prompt masked), and
+	// digests of the files that evidence the run.
 	AgentVersion  string         `json:"agent_version,omitempty"`
 	CommandLine   []string       `json:"command_line,omitempty"`
 	EvidenceFiles []EvidenceFile `json:"evidence_files,omitempty"`
