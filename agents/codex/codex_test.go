@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,9 +201,18 @@ func TestCodexKillMidTurn(t *testing.T) {
 	}})
 	home := agenttest.CodexHome(t, agenttest.CodexHomeOptions{BaseURL: srv.URL})
 	var rec recorder
-	p, err := adapterFor(exe).StartTurn(testContext(t), agents.Turn{Prompt: "hello", Dir: t.TempDir(), Env: agenttest.CodexEnv(home, t.TempDir())}, rec.Emit)
+	turn := agents.Turn{Prompt: "hello", Dir: t.TempDir(), Env: agenttest.CodexEnv(home, t.TempDir())}
+	p, err := adapterFor(exe).StartTurn(testContext(t), turn, rec.Emit)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The command line as launched: the real executable and Args,
+	// CODEX_HOME kept, the API key's variable (not an agent's own) left
+	// out with the rest of the daemon's environment.
+	l := p.(agents.Launcher).Launch()
+	if strings.Join(l.Argv, " ") != exe+" "+strings.Join(Args(turn), " ") || !slices.Contains(l.Env, "CODEX_HOME="+home) ||
+		strings.Contains(strings.Join(l.Env, " "), agenttest.CodexAPIKeyEnv) {
+		t.Fatalf("launch %+v", l)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for len(srv.MainRequests()) == 0 {
