@@ -97,6 +97,9 @@ func TestWorkflowDefinitions(t *testing.T) {
 		{"version of another definition", `{"workflow_definition_id":"` + other.ID + `","workflow_version_id":"` + v1 + `"}`, "workflow_version_mismatch"},
 		{"stale digest", `{"workflow_definition_id":"` + d.ID + `","workflow_digest":"` + digestOf(v1YAML) + `"}`, "workflow_digest_mismatch"},
 		{"other yaml", `{"workflow_definition_id":"` + d.ID + `","yaml_snapshot":"agent: shell\nprompt: z"}`, "definition_conflict"},
+		{"unknown integration event", `{"workflow_definition_id":"` + d.ID + `","integration_event_id":"01ARZ3NDEKTSV4RRFFQ69G5FAV"}`, "integration_event_unknown"},
+		{"workflow route", `{"workflow_definition_id":"` + d.ID + `","workflow_route_id":3}`, "workflow_route_unknown"},
+		{"execution profile", `{"workflow_definition_id":"` + d.ID + `","workflow_execution_profile_version_id":"p1"}`, "workflow_execution_profile_unknown"},
 		{"inline digest", `{"yaml_snapshot":"agent: shell\nprompt: z","workflow_digest":"sha256:00"}`, "workflow_digest_mismatch"},
 	} {
 		a := expect(t, do(t, e.s, "POST", pf, e.u.Token, c.body), 422, c.name)

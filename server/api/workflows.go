@@ -234,6 +234,26 @@ func (s *Server) checkRun(c *call, req sdk.WorkflowRunCreateRequest, body map[st
 			return nil, err
 		}
 	}
+	if q.IntegrationEventID != "" {
+		if _, err := s.st.Record(c.ctx(), c.ws.ID, integrationEventCollection, q.IntegrationEventID); errors.Is(err, store.ErrNotFound) {
+			q.issue("integration_event_unknown", "/integration_event_id", "no integration event %q in this workspace", q.IntegrationEventID)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	// Workflow routes and execution profiles are not resources this
+	// server keeps by id (routes live in the project's routes/*.yaml):
+	// an id naming one cannot exist, and saying so beats ignoring it.
+	for _, f := range []struct{ key, code, what string }{
+		{"workflow_route_id", "workflow_route_unknown", "workflow route"},
+		{"workflow_route_version_id", "workflow_route_unknown", "workflow route version"},
+		{"workflow_execution_profile_id", "workflow_execution_profile_unknown", "workflow execution profile"},
+		{"workflow_execution_profile_version_id", "workflow_execution_profile_unknown", "workflow execution profile version"},
+	} {
+		if id := idField(body, f.key); id != "" {
+			q.issue(f.code, "/"+f.key, "no %s %q in this workspace: this server keeps none by id", f.what, id)
+		}
+	}
 	if q.SessionID != "" {
 		if _, err := s.st.Record(c.ctx(), c.ws.ID, "sessions", q.SessionID); errors.Is(err, store.ErrNotFound) {
 			q.issue("session_unknown", "/session_id", "no agent session %q in this workspace", q.SessionID)
