@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,12 +17,22 @@ import (
 )
 
 // The command-line benchmarks exec real processes. BenchmarkCLI runs, in
-// each iteration, a hello-world Go binary built the same way, then
-// `reeve --version`, then `reeve status` against a running daemon, so each
-// ratio compares runs under the same load. Wall time and CPU time (user +
-// system, less sensitive to a busy machine) are both reported.
+// each iteration, the baselines and then `reeve --version` and `reeve
+// status` against a running daemon, so each ratio compares runs under the
+// same load. Wall time and CPU time (user + system, less sensitive to a busy
+// machine) are both reported. The baselines, all built the same way (go
+// build, default flags):
+//   - hello: fmt.Println alone, a static binary of about 2 MB;
+//   - hello-net: the same linking net, which (with cgo available, as where
+//     reeve is built) makes it dynamically linked like reeve, so it pays the
+//     dynamic loader and libc's start;
+//   - hello-deps: the same linking every package reeve's main links, for
+//     their package initialisation, and printing hello: the floor of any
+//     command of a binary with reeve's dependencies.
 func BenchmarkCLI(b *testing.B) {
 	hello := buildHello(b)
+	helloNet := buildGo(b, "package main\n\nimport (\n\t\"fmt\"\n\t\"net\"\n)\n\nfunc main() { fmt.Println(\"hello\", net.IPv4len) }\n")
+	helloDeps := buildHelloDeps(b)
 	dir := filepath.Join(b.TempDir(), "home")
 	startForBench(b, dir)
 	type cost struct{ wall, cpu time.Duration }
@@ -36,39 +47,126 @@ func BenchmarkCLI(b *testing.B) {
 		c.wall += time.Since(t0)
 		c.cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
-	var h, v, st cost
+	var h, hn, hd, v, st cost
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		run(&h, hello)
+		run(&hn, helloNet)
+		run(&hd, helloDeps)
 		run(&v, reeveBin, "--version")
 		run(&st, reeveBin, "status")
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
 	b.ReportMetric(ms(h.wall), "hello-ms")
+	b.ReportMetric(ms(hn.wall), "hello-net-ms")
+	b.ReportMetric(ms(hd.wall), "hello-deps-ms")
 	b.ReportMetric(ms(v.wall), "version-ms")
 	b.ReportMetric(ms(st.wall), "status-ms")
 	b.ReportMetric(float64(v.wall)/float64(h.wall), "version/hello")
 	b.ReportMetric(float64(st.wall)/float64(h.wall), "status/hello")
 	b.ReportMetric(float64(v.cpu)/float64(h.cpu), "version/hello-cpu")
 	b.ReportMetric(float64(st.cpu)/float64(h.cpu), "status/hello-cpu")
+	b.ReportMetric(float64(hn.wall)/float64(h.wall), "hello-net/hello")
+	b.ReportMetric(float64(hd.wall)/float64(h.wall), "hello-deps/hello")
+	b.ReportMetric(float64(v.wall)/float64(hd.wall), "version/hello-deps")
+	b.ReportMetric(float64(st.wall)/float64(hd.wall), "status/hello-deps")
+}
+
+// buildHelloDeps builds the hello-deps baseline: a main package that links
+// what cmd/reeve's main links and only prints. It is placed beside
+// cmd/reeve with an overlay, so that it is built inside the module without
+// writing into the source tree.
+func buildHelloDeps(b *testing.B) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pkg, err := exec.Command("go", "list", "-f", "{{join .Imports \" \"}}", ".").Output()
+	if err != nil {
+		b.Fatalf("go list: %v", err)
+	}
+	var src strings.Builder
+	src.WriteString("package main\n\nimport (\n\t\"fmt\"\n")
+	for _, p := range strings.Fields(string(pkg)) {
+		if p != "fmt" {
+			fmt.Fprintf(&src, "\t_ %q\n", p)
+		}
+	}
+	src.WriteString(")\n\nfunc main() { fmt.Println(\"hello\") }\n")
+	tmp := b.TempDir()
+	file := filepath.Join(tmp, "main.go")
+	if err := os.WriteFile(file, []byte(src.String()), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(wd, "hellodeps", "main.go"): file}})
+	ovFile := filepath.Join(tmp, "overlay.json")
+	if err := os.WriteFile(ovFile, overlay, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	exe := filepath.Join(tmp, "hellodeps")
+	if out, err := exec.Command("go", "build", "-overlay", ovFile, "-o", exe, "./hellodeps").CombinedOutput(); err != nil {
+		b.Fatalf("build hello-deps: %v\n%s", err, out)
+	}
+	return exe
 }
 
 // BenchmarkIdleDaemonMemory reports the memory of an idle daemon. Both
 // processes run the same executable, so RSS counts its shared pages twice;
 // PSS splits shared pages between their users, so the PSS sum is what the
-// pair really occupies.
+// pair really occupies. The baseline, measured in the same run, is a Go
+// program built the same way that serves HTTP on a port and idles: what
+// the Go runtime alone costs a process. Anonymous memory (heap, stacks) and
+// the executable's file pages are reported apart.
 func BenchmarkIdleDaemonMemory(b *testing.B) {
+	idle := startIdleHello(b)
 	dir := filepath.Join(b.TempDir(), "home")
 	sup, worker := startForBench(b, dir)
 	time.Sleep(2 * time.Second) // let start-up allocations settle
 	for i := 0; i < b.N; i++ {
-		sr, sp := memKiB(b, sup)
-		wr, wp := memKiB(b, worker)
-		b.ReportMetric(float64(sp+wp)/1024, "pss-total-MiB")
-		b.ReportMetric(float64(sr+wr)/1024, "rss-sum-MiB")
-		b.ReportMetric(float64(sr)/1024, "supervisor-rss-MiB")
-		b.ReportMetric(float64(wr)/1024, "worker-rss-MiB")
+		s, w, h := memOf(b, sup), memOf(b, worker), memOf(b, idle)
+		b.ReportMetric(float64(s.pss+w.pss)/1024, "pss-total-MiB")
+		b.ReportMetric(float64(s.pssAnon+w.pssAnon)/1024, "pss-anon-MiB")
+		b.ReportMetric(float64(s.pssFile+w.pssFile)/1024, "pss-file-MiB")
+		b.ReportMetric(float64(s.rss+w.rss)/1024, "rss-sum-MiB")
+		b.ReportMetric(float64(s.rss)/1024, "supervisor-rss-MiB")
+		b.ReportMetric(float64(w.rss)/1024, "worker-rss-MiB")
+		b.ReportMetric(float64(h.pss)/1024, "hello-idle-pss-MiB")
+		b.ReportMetric(float64(s.pss+w.pss)/float64(2*h.pss), "pss/(2*hello)")
 	}
+}
+
+// startIdleHello starts the idle baseline process and returns its pid.
+func startIdleHello(b *testing.B) int {
+	exe := buildGo(b, `package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+)
+
+func main() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(ln.Addr())
+	http.Serve(ln, http.NotFoundHandler())
+}
+`)
+	cmd := exec.Command(exe)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if _, err := out.Read(make([]byte, 64)); err != nil { // listening
+		b.Fatal(err)
+	}
+	return cmd.Process.Pid
 }
 
 func startForBench(b *testing.B, dir string) (supervisorPID, workerPID int) {
@@ -97,12 +195,15 @@ func pidFrom(b *testing.B, path string) int {
 	return n
 }
 
-// memKiB reads a process's RSS and PSS from /proc/PID/smaps_rollup.
-func memKiB(b *testing.B, pid int) (rss, pss int) {
+type procMem struct{ rss, pss, pssAnon, pssFile int } // KiB
+
+// memOf reads a process's memory from /proc/PID/smaps_rollup.
+func memOf(b *testing.B, pid int) procMem {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
 	if err != nil {
 		b.Fatal(err)
 	}
+	var m procMem
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 2 {
@@ -111,21 +212,30 @@ func memKiB(b *testing.B, pid int) (rss, pss int) {
 		n, _ := strconv.Atoi(f[1])
 		switch f[0] {
 		case "Rss:":
-			rss = n
+			m.rss = n
 		case "Pss:":
-			pss = n
+			m.pss = n
+		case "Pss_Anon:":
+			m.pssAnon = n
+		case "Pss_File:":
+			m.pssFile = n
 		}
 	}
-	if rss == 0 {
+	if m.rss == 0 {
 		b.Fatalf("no Rss for %d", pid)
 	}
-	return rss, pss
+	return m
 }
 
 func buildHello(b *testing.B) string {
+	return buildGo(b, "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n")
+}
+
+// buildGo builds a one-file program the way the harness builds reeve
+// (go build, default flags).
+func buildGo(b *testing.B, source string) string {
 	dir := b.TempDir()
-	src := filepath.Join(dir, "main.go")
-	os.WriteFile(src, []byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte(source), 0o600)
 	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo 1.22\n"), 0o600)
 	exe := filepath.Join(dir, "hello")
 	cmd := exec.Command("go", "build", "-o", exe, ".")

@@ -14,18 +14,21 @@ import (
 // a JSON-Schema library that compiled five metaschemas in init cost 21k
 // allocations, and a package-level regexp with a counted repetition like
 // {0,127} costs over a thousand. Today the whole binary allocates about
-// 3.6k times in init; the largest dependency is the service manager
-// (about 470). Man pages no longer go through cobra/doc's Markdown parser
-// (cli/manpage.go) and /metrics is written without the Prometheus client
-// (server/host/expose.go): those were 760 and 1,400 more.
+// 2.3k times in init; the largest dependency is the service manager
+// (about 470, its templates), then viper's dotenv reader (230, regexps)
+// and the YAML library (280; one module, go.yaml.in/yaml/v3, serves both
+// viper and reeve). Man pages no longer go through cobra/doc's Markdown
+// parser (cli/manpage.go), /metrics is written without the Prometheus
+// client (server/host/expose.go) and reads runtime.MemStats rather than
+// linking runtime/metrics: those were 760, 1,400 and 95 more.
 const (
-	initAllocBudget = 3700
+	initAllocBudget = 2400
 	// ownPackageAllocBudget is for reeve.dev packages: deferring work to
-	// first use is always possible there.
-	ownPackageAllocBudget = 400
+	// first use is always possible there (sync.OnceValue).
+	ownPackageAllocBudget = 100
 	// depPackageAllocBudget is for dependencies, whose init we can only
 	// avoid by not linking them.
-	depPackageAllocBudget = 1000
+	depPackageAllocBudget = 600
 )
 
 // TestStartupInitBudget runs the built binary with the runtime's init trace

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/daemon/worktree"
 	"reeve.dev/reeve/hookbridge/hookprog"
+	"reeve.dev/reeve/internal/memtrim"
 	"reeve.dev/reeve/internal/version"
 	"reeve.dev/reeve/server/sdk"
 )
@@ -198,9 +198,10 @@ func run(ctx context.Context, opts Options) error {
 	fmt.Fprintf(opts.Log, "worker: pid %d listening on %s %s\n", os.Getpid(), ep.Network, ep.Address)
 	report(opts.Status, wire.Readiness{Ready: true, Network: ep.Network, Address: ep.Address, PID: ep.PID})
 	// Start-up garbage (package initialisation, migrations) would otherwise
-	// stay resident until the scavenger gets to it; an idle daemon should
-	// be small from the first minute.
-	debug.FreeOSMemory()
+	// stay resident until the scavenger gets to it, and so would the code
+	// pages only start-up ran; an idle daemon should be small from the
+	// first minute.
+	memtrim.AfterStartup()
 
 	select {
 	case err := <-served:

@@ -12,13 +12,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
 
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/internal/memtrim"
 )
 
 // Options configure a supervisor.
@@ -194,8 +194,9 @@ func (s *supervisor) runWorker(ctx context.Context) workerResult {
 			res.everReady = r.Ready
 			s.relay(r)
 			readyc = nil
-			// The supervisor idles from here on; hand start-up garbage back.
-			debug.FreeOSMemory()
+			// The supervisor idles from here on; hand start-up garbage and
+			// the code pages only start-up ran back to the kernel.
+			memtrim.AfterStartup()
 		case err := <-waited:
 			res.exit = describeExit(err)
 			if readyc != nil {
