@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"time"
 
 	"reeve.dev/reeve/server/sdk"
@@ -94,13 +95,15 @@ func New(ctx context.Context, o Options) (*Worker, error) {
 	return &Worker{o: o, agents: agents, executor: ex}, nil
 }
 
-var runnerPoolName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+// runnerPoolName is compiled on first use: a counted repetition costs over a
+// thousand allocations, which package init would charge every command.
+var runnerPoolName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`) })
 
 // CheckRunnerPool refuses a pool name the server would refuse in every
 // claim. The pool decides what the worker takes: only runs naming this
 // pool, or, without one, only runs naming none.
 func CheckRunnerPool(pool string) error {
-	if pool != "" && !runnerPoolName.MatchString(pool) {
+	if pool != "" && !runnerPoolName().MatchString(pool) {
 		return fmt.Errorf("--runner-pool %q is not a pool name: letters, digits, '.', '_' and '-', at most 100", pool)
 	}
 	return nil

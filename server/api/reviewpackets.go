@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"reeve.dev/reeve/internal/redact"
 	"reeve.dev/reeve/server/sdk"
@@ -39,8 +40,9 @@ func reviewPacketRoutes() []Route {
 var (
 	packetStatuses = []string{sdk.PacketPending, sdk.PacketApproved, sdk.PacketRejected}
 	evidenceKinds  = []string{"session", "run", "ledger_period", "install", "audit"}
-	periodKeyRE    = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}(-[0-9]{2})?$`)
-	auditIDRE      = regexp.MustCompile(ulidPattern)
+	// Compiled on first use, not in the init every command pays for.
+	periodKeyRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{4}-[0-9]{2}(-[0-9]{2})?$`) })
+	auditIDRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(ulidPattern) })
 )
 
 func packetOut(p store.ReviewPacket) sdk.ReviewPacket {
@@ -97,11 +99,11 @@ func (s *Server) checkEvidence(c *call, links []sdk.EvidenceLink) ([]store.Evide
 		case "install":
 			_, err = s.st.Install(c.ctx(), c.ws.ID, l.ID)
 		case "ledger_period":
-			if !periodKeyRE.MatchString(l.ID) {
+			if !periodKeyRE().MatchString(l.ID) {
 				return nil, invalid(sdk.ErrorDetail{Field: field + "/id", Message: "a ledger period is YYYY-MM or YYYY-MM-DD"})
 			}
 		case "audit":
-			if !auditIDRE.MatchString(l.ID) {
+			if !auditIDRE().MatchString(l.ID) {
 				return nil, invalid(sdk.ErrorDetail{Field: field + "/id", Message: "an audit entry id is a ULID"})
 			}
 		default:

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/store"
@@ -64,7 +65,9 @@ func workflowDigest(yaml string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-var runnerPoolName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+// runnerPoolName is compiled on first use: a counted repetition costs over a
+// thousand allocations, which package init would charge every command.
+var runnerPoolName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`) })
 
 // checkWorkflowYAML validates a workflow YAML as a definition: it parses,
 // with known keys only, and its fields are in range. Every problem is an
@@ -99,7 +102,7 @@ func checkWorkflowYAML(src, field string) (workflowDoc, []sdk.WorkflowRunPreflig
 	if strings.ContainsRune(d.Workdir, 0) || len(d.Workdir) > 1000 {
 		add("workdir is not a valid directory name")
 	}
-	if d.RunnerPool != "" && !runnerPoolName.MatchString(d.RunnerPool) {
+	if d.RunnerPool != "" && !runnerPoolName().MatchString(d.RunnerPool) {
 		add("runner_pool %q is not a pool name (letters, digits, '.', '_' and '-', at most 100)", d.RunnerPool)
 	}
 	if len(d.Agent) > 100 || len(d.Model) > 200 || len(d.Name) > 100 {

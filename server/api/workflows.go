@@ -199,7 +199,7 @@ func (s *Server) checkRun(c *call, req sdk.WorkflowRunCreateRequest, body map[st
 	}
 	q.Tags = cleanList(q.Tags)
 	q.RunnerPool = strings.TrimSpace(q.RunnerPool)
-	if q.RunnerPool != "" && !runnerPoolName.MatchString(q.RunnerPool) {
+	if q.RunnerPool != "" && !runnerPoolName().MatchString(q.RunnerPool) {
 		q.issue("runner_pool_invalid", "/runner_pool", "runner_pool %q is not a pool name (letters, digits, '.', '_' and '-', at most 100)", q.RunnerPool)
 	}
 	if q.Agent == "" {
