@@ -88,7 +88,8 @@ type connAccess struct {
 
 	mu     sync.Mutex
 	claims *accesstoken.Claims
-	err    error // why the last token presented was refused
+	err    error       // why the last token presented was refused
+	expiry *time.Timer // closes the channel when claims expire
 }
 
 // presentAccess verifies the token of a hello; a later hello replaces it.
@@ -182,17 +183,38 @@ func (c *wsConn) allowed(typ string, p permission, sessionID, requestID, directo
 // sessionRole is the client's role on a session: the token's, capped by
 // the project's access.yaml. why explains a cap.
 func (c *wsConn) sessionRole(ctx context.Context, claims *accesstoken.Claims, sessionID string) (role, why string) {
-	role = claims.SessionRole(sessionID)
 	si, err := c.srv.sessions.Session(ctx, sessionID)
 	if err != nil || si.Directory == "" {
-		return role, "" // no such session: the handler will say so
+		return claims.SessionRole(sessionID), "" // no such session: the handler will say so
 	}
-	file, err := projectRole(si.Directory, claims)
-	if err != nil {
-		return sdk.SessionNone, " (" + err.Error() + ")"
+	return roleIn(claims, sessionID, si.Directory, nil)
+}
+
+// fileRole is a project's access.yaml as it applies to one client.
+type fileRole struct {
+	role string // "" when the project has no file
+	err  error
+}
+
+// roleIn is the client's role on a session that runs in dir; files, when
+// not nil, keeps each directory's file for one pass over many sessions.
+func roleIn(claims *accesstoken.Claims, sessionID, dir string, files map[string]fileRole) (role, why string) {
+	role = claims.SessionRole(sessionID)
+	if dir == "" {
+		return role, ""
 	}
-	if file != "" && sdk.SessionRank(file) < sdk.SessionRank(role) {
-		return file, " (capped by the project's .reeve/access.yaml)"
+	f, ok := files[dir]
+	if !ok {
+		f.role, f.err = projectRole(dir, claims)
+		if files != nil {
+			files[dir] = f
+		}
+	}
+	if f.err != nil {
+		return sdk.SessionNone, " (" + f.err.Error() + ")"
+	}
+	if f.role != "" && sdk.SessionRank(f.role) < sdk.SessionRank(role) {
+		return f.role, " (capped by the project's .reeve/access.yaml)"
 	}
 	return role, ""
 }

@@ -271,7 +271,7 @@ func (c *wsConn) serve() {
 	}
 	go c.watchWrites()
 	remove := c.srv.sessions.OnNotice(func(n Notice) {
-		if n.SessionID != "" && !c.follows(n.SessionID) {
+		if !c.queues(n) {
 			return
 		}
 		select {
@@ -304,6 +304,9 @@ func (c *wsConn) forwardNotices() {
 		case <-c.ctx.Done():
 			return
 		case n := <-c.notices:
+			if !c.shows(n) {
+				continue
+			}
 			if c.write(n.Frame) != nil {
 				return
 			}
@@ -325,9 +328,11 @@ func (c *wsConn) handle(data []byte) {
 			c.ack(env.ID, nil, &wire.AckError{Code: wire.CodeBadFrame, Message: "hello needs a protocol_version of 1 or more"})
 			return
 		}
+		refresh := c.helloed
 		c.helloed = true
 		if c.access != nil {
 			c.presentAccess(h.AccessToken)
+			c.accessPresented(refresh)
 		}
 		return
 	}
@@ -374,8 +379,11 @@ func (c *wsConn) list(req wire.ListRequest) (any, error) {
 			return res, err
 		}
 		res.Sessions = list
+		if c.access != nil {
+			res.Sessions = c.visibleSessions(list)
+		}
 	}
-	if req.Scope != wire.ScopeActive && c.srv.discover != nil {
+	if req.Scope != wire.ScopeActive && c.srv.discover != nil && c.seesDiscovered() {
 		found, err := c.srv.discover(ctx)
 		if err != nil {
 			return res, err
