@@ -31,6 +31,9 @@ type ServerRun struct {
 	// deliveries per minute per workspace and source (0: the default).
 	AllowPrivateWebhookTargets bool
 	WebhookRate                int
+	// RelayTokenTTL is the lifetime of relay JWTs and the access tokens
+	// issued with them (0: the default, 10 minutes).
+	RelayTokenTTL time.Duration
 }
 
 // ServerTokenRequest asks for an operator token.
@@ -106,6 +109,7 @@ type serverOptions struct {
 
 	allowPrivateHooks bool
 	webhookRate       int
+	relayTokenTTL     time.Duration
 }
 
 func newServerCmd(env *Env) *cobra.Command {
@@ -129,6 +133,7 @@ func newServerCmd(env *Env) *cobra.Command {
 	f.StringVar(&opts.keyFile, "master-key-file", "", "file of the master key that seals stored secrets, 0600 (default $"+EnvMasterKeyFile+", else master.key in the data directory; REEVE_MASTER_KEY overrides both)")
 	f.BoolVar(&opts.allowPrivateHooks, "allow-private-webhook-targets", false, "let outbound webhook endpoints point at private, loopback and link-local addresses (never at the server itself)")
 	f.IntVar(&opts.webhookRate, "webhook-rate", 0, "inbound webhook deliveries allowed per minute per workspace and source (default 600)")
+	f.DurationVar(&opts.relayTokenTTL, "relay-token-ttl", 0, "lifetime of relay tokens and the access tokens issued with them, 10s to 24h (default 10m); a role changed or taken away reaches a live browser channel at its next refresh")
 	cmd.AddCommand(newGroupCmd("token", "Manage API tokens as an operator", newServerTokenCreateCmd(env)))
 	cmd.AddCommand(newServerRelayCredentialCmd(env))
 	cmd.AddCommand(newServerInviteCmd(env), newServerLoginLinkCmd(env))
@@ -146,6 +151,9 @@ func runServer(ctx context.Context, opts *serverOptions) error {
 	if _, _, err := net.SplitHostPort(opts.listen); err != nil {
 		return exitf(ExitUsage, "--listen %q: want host:port", opts.listen)
 	}
+	if opts.relayTokenTTL != 0 && (opts.relayTokenTTL < 10*time.Second || opts.relayTokenTTL > 24*time.Hour) {
+		return exitf(ExitUsage, "--relay-token-ttl %s: want 10s to 24h", opts.relayTokenTTL)
+	}
 	if opts.env.Programs.Server.Run == nil {
 		return exitf(ExitFailure, "this build of reeve has no control plane")
 	}
@@ -154,7 +162,7 @@ func runServer(ctx context.Context, opts *serverOptions) error {
 		Listen: opts.listen, DataDir: opts.dataDir, DatabaseURL: opts.databaseURL,
 		PublicURL: opts.publicURL, AppURL: opts.appURL, RelayURL: opts.relayURL,
 		OwnerEmail: opts.ownerEmail, MasterKeyFile: masterKeyFile(opts.env, opts.keyFile), Out: opts.env.Out, Logger: logger,
-		AllowPrivateWebhookTargets: opts.allowPrivateHooks, WebhookRate: opts.webhookRate,
+		AllowPrivateWebhookTargets: opts.allowPrivateHooks, WebhookRate: opts.webhookRate, RelayTokenTTL: opts.relayTokenTTL,
 		Ready: func(addr, url string) {
 			fmt.Fprintf(opts.env.Err, "reeve server listening on %s (API %s/api)\n", addr, url)
 			if opts.ready != nil {

@@ -52,7 +52,7 @@ func ServerPrograms() cli.ServerPrograms {
 				PublicURL: o.PublicURL, AppURL: o.AppURL, RelayURL: o.RelayURL,
 				OwnerEmail: o.OwnerEmail, MasterKeyFile: o.MasterKeyFile, Out: o.Out, Logger: o.Logger,
 				Webhooks:    webhooks.Options{Targets: webhooks.TargetPolicy{AllowPrivate: o.AllowPrivateWebhookTargets}},
-				WebhookRate: o.WebhookRate,
+				WebhookRate: o.WebhookRate, RelayTokenTTL: o.RelayTokenTTL,
 			})
 			if err != nil {
 				return err

@@ -69,6 +69,9 @@ type Options struct {
 	// LeaseTTL is passed to the API: how long a worker's lease lives
 	// without a heartbeat (default api.DefaultLeaseTTL).
 	LeaseTTL time.Duration
+	// RelayTokenTTL is the lifetime of relay JWTs and the access tokens
+	// issued with them (0: 10 minutes).
+	RelayTokenTTL time.Duration
 	// NoRelay leaves /ws unserved, for deployments whose relay_url points
 	// at separate `reeve relay` processes.
 	NoRelay bool
@@ -230,7 +233,7 @@ func (h *Host) assemble(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("relay signing key: %w", err)
 	}
-	signer := &auth.RelaySigner{Key: key, Issuer: h.origin}
+	signer := &auth.RelaySigner{Key: key, Issuer: h.origin, TTL: o.RelayTokenTTL}
 	h.links = &auth.LinkProvider{Store: h.st, BaseURL: h.origin}
 	// The pages call the API in process; the API serves the pages for
 	// everything outside /api.

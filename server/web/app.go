@@ -277,7 +277,66 @@ func (h *Handler) relayTokenJSON(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadGateway, "the server could not issue a relay token")
 		return
 	}
-	json.NewEncoder(w).Encode(map[string]any{"token": out.Data.Token, "expires_at": out.Data.ExpiresAt, "relay_url": out.Data.RelayURL, "access_token": out.Data.AccessToken})
+	// expires_in lets the page refresh the access token in time whatever
+	// its clock says.
+	json.NewEncoder(w).Encode(map[string]any{"token": out.Data.Token, "expires_at": out.Data.ExpiresAt, "expires_in": int(out.Data.ExpiresAt.Sub(h.opts.Now()).Seconds()),
+		"relay_url": out.Data.RelayURL, "access_token": out.Data.AccessToken})
+}
+
+// machinesJSON lists, for the signed-in person, the paired machines of
+// each of their workspaces with their anchors and presence: what every
+// page's notifier (static/notify.js) needs to open a channel to each
+// online machine and hear the permission requests its person may decide.
+// It needs the CSRF header too, so only this site's pages read it.
+func (h *Handler) machinesJSON(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	fail := func(status int, msg string) {
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(map[string]string{"error": msg})
+	}
+	s := h.session(r)
+	if s == "" {
+		fail(http.StatusUnauthorized, "sign in again")
+		return
+	}
+	if !tokenEqual(r.Header.Get("X-Reeve-CSRF"), csrfFor(s)) {
+		fail(http.StatusForbidden, "this request was not sent from this site's page; reload the page")
+		return
+	}
+	c := h.client(r, s)
+	wss, err := c.ListWorkspaces(r.Context())
+	if err != nil {
+		if status(err) == http.StatusUnauthorized {
+			clearCookie(w, r, SessionCookie)
+			fail(http.StatusUnauthorized, "your sign-in has ended; sign in again")
+			return
+		}
+		fail(http.StatusBadGateway, "the workspaces could not be listed")
+		return
+	}
+	type machine struct {
+		Workspace   string `json:"workspace"`
+		Install     string `json:"install"`
+		Name        string `json:"name"`
+		Anchor      string `json:"anchor"`
+		Fingerprint string `json:"fingerprint"`
+		Online      bool   `json:"online"`
+	}
+	out := []machine{}
+	for _, ws := range wss {
+		ms, err := h.machines(r, c, ws.ID)
+		if err != nil {
+			h.opts.Logger.Warn("list installs", "workspace", ws.ID, "err", err)
+			continue
+		}
+		for _, m := range ms {
+			if m.AnchorPublicKey == "" {
+				continue // registered without pairing: no channel to open
+			}
+			out = append(out, machine{Workspace: ws.ID, Install: m.ID, Name: m.Name, Anchor: m.AnchorPublicKey, Fingerprint: m.AnchorFingerprint, Online: m.Online})
+		}
+	}
+	json.NewEncoder(w).Encode(map[string]any{"machines": out, "relay_url": h.opts.RelayURL})
 }
 
 // connectSrc is the CSP connect-src: the origin, and the relay's when it

@@ -95,6 +95,7 @@ func New(opts Options) (*Handler, error) {
 	h.mux.HandleFunc("GET /w/{workspace}/m/{install}", h.machinePage)
 	h.mux.HandleFunc("GET /w/{workspace}/m/{install}/s/{session}", h.sessionPage)
 	h.mux.HandleFunc("POST /app/relay-token", h.relayTokenJSON)
+	h.mux.HandleFunc("GET /app/machines", h.machinesJSON)
 	h.mux.HandleFunc("GET /w/{workspace}/team", h.teamPage)
 	h.mux.HandleFunc("POST /w/{workspace}/team", h.teamAction)
 	h.mux.HandleFunc("GET /w/{workspace}/audit", h.auditPage)

@@ -5,6 +5,7 @@
 
 import { Remote } from "./remote.js";
 import { fingerprint, normFingerprint, b64decode } from "./e2e.js";
+import { handleFrame, clearNotice, resync, watchRemote } from "./notify.js";
 
 const $ = (sel) => document.querySelector(sel);
 const app = $("#app");
@@ -66,46 +67,6 @@ function newRemote(extra) {
     workspace: cfg.workspace, target: cfg.install, anchor: cfg.anchor, fingerprint: cfg.fingerprint, relayURL: cfg.relay,
     onState: setConn,
   }, extra));
-}
-
-// ---- notifications of pending permission requests ----
-
-const notices = new Map(); // request id -> {node, notification}
-
-function notify(req, sessionURL) {
-  if (notices.has(req.id)) return;
-  const box = $("#notify");
-  const n = { node: null, notification: null };
-  const text = "Permission wanted: " + req.tool + " (" + (req.agent || "agent") + ")";
-  if (window.Notification && Notification.permission === "granted") {
-    try { n.notification = new Notification("reeve", { body: text, tag: req.id }); } catch { /* not allowed here */ }
-  }
-  if (box) {
-    n.node = el("a", "notice-item", text);
-    n.node.href = sessionURL;
-    n.node.dataset.request = req.id;
-    box.append(n.node);
-  }
-  notices.set(req.id, n);
-}
-
-function clearNotice(id) {
-  const n = notices.get(id);
-  if (!n) return;
-  if (n.node) n.node.remove();
-  if (n.notification) n.notification.close();
-  notices.delete(id);
-}
-
-function askNotificationPermission() {
-  if (!window.Notification || Notification.permission !== "default") return;
-  const box = $("#notify");
-  if (!box || $("#notify-enable")) return;
-  const b = el("button", "link", "Enable notifications");
-  b.id = "notify-enable";
-  b.type = "button";
-  b.onclick = () => Notification.requestPermission().finally(() => b.remove());
-  box.append(b);
 }
 
 // ---- rendering events ----
@@ -297,12 +258,17 @@ async function sessionPage() {
   const sid = cfg.session;
   const log = new Log($("#log"), $("#earlier"));
   const pending = new Map();
-  const sessionURL = location.pathname;
+  const where = { workspace: cfg.workspace, install: cfg.install, name: cfg.machineName };
+  watchRemote(cfg.install);
   const remote = newRemote({
+    // The daemon pushes the requests of every session this person may
+    // decide: this session's get a card, all get a notice (notify.js).
     onFrame: (f) => {
       if (f.type === "hook-permission-request" && f.request && f.request.session_id === sid) addPending(f.request);
       if (f.type === "hook-permission-resolved" && f.decision) removePending(f.decision.request_id);
+      handleFrame(f, where);
     },
+    onConnected: (r) => resync(r, cfg.install),
   });
   window.reeve = { remote, log, pending };
 
@@ -346,7 +312,7 @@ async function sessionPage() {
     $("#pending-list").append(card);
     $("#pending").hidden = false;
     pending.set(req.id, card);
-    notify(req, sessionURL);
+    handleFrame({ type: "hook-permission-request", request: req }, where);
   }
 
   function removePending(id) {
@@ -366,6 +332,7 @@ async function sessionPage() {
     clearTimeout(refollow);
     if (!remote.subs.has(sid)) remote.follow(sid, lastSeq(), onUpdate, onEnded, (e) => showError(explain(e)));
   };
+  let mode = $("#mode").value; // the session's mode as last known
   const onUpdate = (u) => {
     followDelay = 1000;
     log.add(u);
@@ -376,7 +343,7 @@ async function sessionPage() {
     }
     if (u.kind === "permission-request") addPending(d);
     if (u.kind === "permission-decision") removePending(d.request_id);
-    if (u.kind === "mode") $("#mode").value = d.mode;
+    if (u.kind === "mode") { $("#mode").value = d.mode; mode = d.mode; }
   };
   const onEnded = (f) => {
     $("#status").textContent = f.status + (f.reason ? " (" + f.reason + ")" : "");
@@ -408,13 +375,23 @@ async function sessionPage() {
     if (!confirm("Stop this session? The agent's current turn is killed.")) return;
     try { await remote.request("kill", { session_id: sid }); } catch (e) { showError("Stop refused: " + e.message); }
   };
+  // The select shows the session's mode: it goes back when the switch is
+  // cancelled or refused, and follows the mode events of the log.
   $("#mode").onchange = async (ev) => {
-    const mode = ev.target.value;
-    if (mode === "bypass" && !confirm("Bypass mode lets the agent use tools without asking (the policy's denials still apply). Switch?")) return;
-    try { await remote.request("set-mode", { session_id: sid, mode }); } catch (e) { showError("Mode refused: " + e.message); }
+    const want = ev.target.value;
+    if (want === "bypass" && !confirm("Bypass mode lets the agent use tools without asking (the policy's denials still apply). Switch?")) {
+      ev.target.value = mode;
+      return;
+    }
+    try {
+      await remote.request("set-mode", { session_id: sid, mode: want });
+      mode = want;
+    } catch (e) {
+      ev.target.value = mode;
+      showError("The machine refused the mode change: " + e.message);
+    }
   };
   worktree(remote, sid);
-  askNotificationPermission();
   try { await checkAnchor(); } catch (e) { setConn({ state: "failed", message: e.message, error: e }); return; }
   remote.start();
 }
@@ -434,13 +411,14 @@ function worktree(remote, sid) {
     const ul = el("ul", "checkpoints");
     for (const c of (s.checkpoints || []).slice().reverse()) {
       const li = el("li", "", "");
+      li.dataset.sha = c.sha;
       li.append(el("code", "", c.sha.slice(0, 10)), " " + (c.subject || c.action) + " ");
-      const rb = el("button", "danger", "Roll back here");
+      const rb = el("button", "danger rollback", "Roll back here");
       rb.onclick = () => {
         if (!confirm("Roll the worktree back to " + c.sha.slice(0, 10) + "? Uncommitted work is saved as a checkpoint first.")) return;
         remote.request("rollback", { session_id: sid, sha: c.sha }).then((r) => out.prepend(el("p", "notice", "Rolled back to " + r.to.slice(0, 10) + ".")), fail("Rollback"));
       };
-      const rt = el("button", "", "Retry from here");
+      const rt = el("button", "retry", "Retry from here");
       rt.onclick = () => {
         if (!confirm("Start a new session from " + c.sha.slice(0, 10) + "?")) return;
         remote.request("branch-retry", { session_id: sid, sha: c.sha }).then((r) => { location.href = "/w/" + cfg.workspace + "/m/" + cfg.install + "/s/" + r.session.id; }, fail("Retry"));
@@ -476,12 +454,13 @@ async function machinePage() {
     }
   };
   const refresh = () => remote.request("list", { scope: "ALL" }).then((r) => render(r.sessions || []), (e) => showError("The sessions could not be listed: " + e.message));
+  const where = { workspace: cfg.workspace, install: cfg.install, name: cfg.machineName };
+  watchRemote(cfg.install);
   const remote = newRemote({
-    onConnected: refresh,
+    onConnected: (r) => { refresh(); resync(r, cfg.install); },
     onFrame: (f) => {
       if (f.type === "session-started") refresh();
-      if (f.type === "hook-permission-request" && f.request) notify(f.request, base + f.request.session_id);
-      if (f.type === "hook-permission-resolved" && f.decision) clearNotice(f.decision.request_id);
+      handleFrame(f, where);
     },
   });
   window.reeve = { remote };
@@ -500,7 +479,6 @@ async function machinePage() {
       $("#launch-go").disabled = false;
     }
   };
-  askNotificationPermission();
   try { await checkAnchor(); } catch (e) { setConn({ state: "failed", message: e.message, error: e }); return; }
   remote.start();
 }

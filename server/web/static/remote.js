@@ -129,6 +129,8 @@ export class Remote {
     this.backoff = 200;
     this.admission = null;
     this.connects = 0;
+    this.refreshes = 0; // access tokens presented again on a live channel
+    this.refreshTimer = null;
   }
 
   state(state, message, error) {
@@ -156,6 +158,7 @@ export class Remote {
         this.backoff = 200;
         await this.dropped;
       } catch (e) {
+        if (this.stopped) return; // stopped on purpose, and said why
         const err = e instanceof RemoteError || e instanceof E2EError ? e : new RemoteError("closed", e.message || String(e));
         this.teardown(err);
         if (FINAL.has(err.kind)) {
@@ -208,12 +211,52 @@ export class Remote {
     if (tok.access_token) hello.access_token = tok.access_token;
     await this.sendFrame(hello);
     this.connects++;
+    this.scheduleRefresh(link, tok);
     this.state("connected", "connected, end-to-end encrypted", null);
     // Resubscribe from the last seq each subscription handled.
     for (const [sid, sub] of this.subs) {
       this.request("subscribe", { session_id: sid, after_seq: sub.last, batch: true }).catch((e) => sub.onError && sub.onError(e));
     }
     if (this.o.onConnected) this.o.onConnected(this);
+  }
+
+  // The access token expires with the relay token (10 minutes by
+  // default). Before it does, the page gets a new one and presents it in
+  // a new hello on the same channel; the daemon decides with it from then
+  // on, so a role changed or taken away on the control plane counts from
+  // the next refresh. A sign-in that ended, or a person no longer allowed
+  // in the workspace, stops the channel; a failure to reach the server is
+  // tried again (the daemon closes the channel if the token runs out).
+  scheduleRefresh(link, tok) {
+    clearTimeout(this.refreshTimer);
+    const life = Math.max(1, Number(tok.expires_in) || 600) * 1000;
+    const delay = Math.max(1000, life - 60000, life * 0.75);
+    this.accessExpires = Date.now() + life;
+    this.refreshTimer = setTimeout(() => this.refreshAccess(link), delay);
+  }
+
+  async refreshAccess(link) {
+    if (link !== this.link || this.stopped) return;
+    let tok;
+    try {
+      tok = await relayToken(this.o.workspace, this.o.target);
+    } catch (e) {
+      if (link !== this.link || this.stopped) return;
+      if (e.kind === "auth") {
+        this.stopped = true;
+        this.teardown(e);
+        this.state("failed", e.message, e);
+        return;
+      }
+      this.refreshTimer = setTimeout(() => this.refreshAccess(link), 5000);
+      return;
+    }
+    if (link !== this.link || this.stopped) return;
+    try {
+      await this.sendFrame({ type: "hello", protocol_version: 1, version: VERSION, access_token: tok.access_token || "" });
+      this.refreshes++;
+    } catch { return; /* the channel dropped: the reconnection gets a fresh token */ }
+    this.scheduleRefresh(link, tok);
   }
 
   async onSealed(link, session, p) {
@@ -287,6 +330,7 @@ export class Remote {
   }
 
   teardown(err) {
+    clearTimeout(this.refreshTimer);
     const link = this.link;
     this.link = null;
     this.session = null;
