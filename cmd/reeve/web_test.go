@@ -208,7 +208,10 @@ func TestSteerFromTheBrowser(t *testing.T) {
 	tap := startRelayTap(t)
 	data := filepath.Join(t.TempDir(), "server")
 	addr := freePort(t)
-	srv1, _ := startReady(t, nil, "(API ", "server", "--listen", addr, "--data-dir", data, "--relay-url", tap.URL())
+	// Relay and access tokens live 30 s: the pages refresh them on their
+	// live channels all along, and a token kept from the start has long
+	// expired when it is replayed below.
+	srv1, _ := startReady(t, nil, "(API ", "server", "--listen", addr, "--data-dir", data, "--relay-url", tap.URL(), "--relay-token-ttl", "30s")
 	serverURL := "http://" + addr
 	tap.target.Store(serverURL)
 	var tok struct {
@@ -223,6 +226,10 @@ func TestSteerFromTheBrowser(t *testing.T) {
 		t.Fatalf("workspaces: %v %v", wss, err)
 	}
 	ws := wss[0].ID
+	var early sdk.RelayTokenResponse
+	if _, err := user.Do(bg, http.MethodPost, "/api/workspaces/"+ws+"/relay-token", map[string]any{}, &early); err != nil {
+		t.Fatal(err)
+	}
 
 	const (
 		secret1 = "MARKER-first-prompt-7f3a"
@@ -389,7 +396,11 @@ func TestSteerFromTheBrowser(t *testing.T) {
 	if _, err := other.Do(bg, http.MethodPost, "/api/workspaces/"+ows[0].ID+"/relay-token", map[string]any{}, &otherTok); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []string{otherTok.Data.Token, otherTok.Data.Token[:len(otherTok.Data.Token)-4] + "AAAA"} {
+	if !time.Now().After(early.Data.ExpiresAt) {
+		t.Fatalf("the early relay token has not expired yet (%s)", early.Data.ExpiresAt)
+	}
+	// Another workspace's, a forged signature, an expired one.
+	for _, bad := range []string{otherTok.Data.Token, otherTok.Data.Token[:len(otherTok.Data.Token)-4] + "AAAA", early.Data.Token} {
 		tap.swap.Store(bad)
 		webtest.Steps(t, ctx, "reload with a bad relay token", chromedp.Navigate(sessionURL), chromedp.WaitVisible(webtest.CSS("#log")))
 		waitJS(t, ctx, "the relay's refusal", `document.querySelector("#app-error").textContent.includes("the relay refused the connection")`, 60*time.Second)
@@ -427,7 +438,7 @@ func TestSteerFromTheBrowser(t *testing.T) {
 	srv1.cmd.Wait()
 	waitJS(t, ctx, "the lost connection on the page", `document.querySelector("#conn").dataset.state !== "connected" && document.querySelector("#app-error").textContent.length > 0`, 60*time.Second)
 	lost := webtest.Text(t, ctx, "#app-error")
-	startReady(t, nil, "(API ", "server", "--listen", addr, "--data-dir", data, "--relay-url", tap.URL())
+	startReady(t, nil, "(API ", "server", "--listen", addr, "--data-dir", data, "--relay-url", tap.URL(), "--relay-token-ttl", "30s")
 	waitJS(t, ctx, "the page back after the restart", `document.querySelector("#conn").dataset.state === "connected" && `+contiguousJS, 120*time.Second)
 	t.Logf("during the restart the page said: %s", lost)
 

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -181,4 +182,59 @@ func metaCSRF(t *testing.T, body string) string {
 	}
 	rest := body[i+len(`name="reeve-csrf" content="`):]
 	return rest[:strings.Index(rest, `"`)]
+}
+
+// The notifier's list of machines needs the session and the CSRF header,
+// and names only the person's workspaces' paired machines.
+func TestMachinesListNeedsTheSessionAndCSRF(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{})
+	u := s.NewUser("owner@example.com")
+	s.NewUser("stranger@example.com")
+	f := newFront(t, s)
+	c := browserClient(t)
+	signIn(t, s, f, c, u.Email)
+	_, body := get(t, c, f.URL+"/")
+	csrf := metaCSRF(t, body)
+	fetch := func(hdr map[string]string, jar bool) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, f.URL+"/app/machines", nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		cl := c
+		if !jar {
+			cl = &http.Client{}
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	st, b := fetch(map[string]string{"X-Reeve-CSRF": csrf}, true)
+	var got struct {
+		Machines []map[string]any `json:"machines"`
+	}
+	if st != 200 || json.Unmarshal([]byte(b), &got) != nil || got.Machines == nil {
+		t.Fatalf("own page: %d %s", st, b)
+	}
+	for _, m := range got.Machines {
+		if m["workspace"] != u.Workspace {
+			t.Fatalf("a machine of another workspace: %v", m)
+		}
+	}
+	for what, bad := range map[string]struct {
+		hdr  map[string]string
+		jar  bool
+		want int
+	}{
+		"no CSRF header": {nil, true, 403},
+		"wrong CSRF":     {map[string]string{"X-Reeve-CSRF": "nope"}, true, 403},
+		"no session":     {map[string]string{"X-Reeve-CSRF": csrf}, false, 401},
+	} {
+		if st, b := fetch(bad.hdr, bad.jar); st != bad.want || strings.Contains(b, `"machines"`) {
+			t.Fatalf("%s: %d %s", what, st, b)
+		}
+	}
 }

@@ -218,6 +218,11 @@ class Log {
         r.append(el("span", "who", d.decision));
         body.textContent = d.tool + " " + (d.decision === "allow" ? "allowed" : "denied") + " by " + d.decided_by + (d.reason ? ": " + d.reason : "");
         break;
+      case "access-refused":
+        r.append(el("span", "who", "refused"));
+        body.textContent = (d.frame || "request") + (d.subject ? " from " + d.subject : "") + ": " + (d.reason || "");
+        r.classList.add("bad");
+        break;
       case "usage":
         body.textContent = "usage: " + (d.input_tokens || 0) + " in, " + (d.output_tokens || 0) + " out" + (d.cost_usd ? ", $" + Number(d.cost_usd).toFixed(4) : "");
         r.classList.add("meta");
@@ -266,10 +271,21 @@ async function sessionPage() {
     onFrame: (f) => {
       if (f.type === "hook-permission-request" && f.request && f.request.session_id === sid) addPending(f.request);
       if (f.type === "hook-permission-resolved" && f.decision) removePending(f.decision.request_id);
-      handleFrame(f, where);
+      // Following the session brings its requests to a viewer too: the
+      // card shows (the daemon refuses a viewer's decision, and the page
+      // says so), the notification only to those who may decide.
+      if (f.type !== "hook-permission-request" || !f.request || remote.mayDecide(f.request.session_id)) handleFrame(f, where);
     },
     onConnected: (r) => resync(r, cfg.install),
+    onAccess: () => { for (const card of pending.values()) roleNote(card); },
   });
+  // roleNote says on a request's card when this person's token does not
+  // let them decide it (and says nothing once a refresh does).
+  const roleNote = (card) => {
+    const note = card.querySelector(".may-not");
+    note.hidden = remote.mayDecide(sid);
+    note.textContent = "You are " + remote.role(sid) + " of this session: deciding needs the approver role, so the machine will refuse it.";
+  };
   window.reeve = { remote, log, pending };
 
   function addPending(req) {
@@ -312,7 +328,9 @@ async function sessionPage() {
     $("#pending-list").append(card);
     $("#pending").hidden = false;
     pending.set(req.id, card);
-    handleFrame({ type: "hook-permission-request", request: req }, where);
+    card.append(el("p", "muted small may-not"));
+    roleNote(card);
+    if (remote.mayDecide(req.session_id || sid)) handleFrame({ type: "hook-permission-request", request: req }, where);
   }
 
   function removePending(id) {
@@ -412,7 +430,7 @@ function worktree(remote, sid) {
     for (const c of (s.checkpoints || []).slice().reverse()) {
       const li = el("li", "", "");
       li.dataset.sha = c.sha;
-      li.append(el("code", "", c.sha.slice(0, 10)), " " + (c.subject || c.action) + " ");
+      li.append(el("code", "", c.sha.slice(0, 10)), el("span", "cp-subject", c.subject || c.action));
       const rb = el("button", "danger rollback", "Roll back here");
       rb.onclick = () => {
         if (!confirm("Roll the worktree back to " + c.sha.slice(0, 10) + "? Uncommitted work is saved as a checkpoint first.")) return;
@@ -423,7 +441,7 @@ function worktree(remote, sid) {
         if (!confirm("Start a new session from " + c.sha.slice(0, 10) + "?")) return;
         remote.request("branch-retry", { session_id: sid, sha: c.sha }).then((r) => { location.href = "/w/" + cfg.workspace + "/m/" + cfg.install + "/s/" + r.session.id; }, fail("Retry"));
       };
-      li.append(rb, " ", rt);
+      li.append(rb, rt);
       ul.append(li);
     }
     out.replaceChildren(el("p", "muted", (s.checkpoints || []).length + " checkpoints on " + s.branch), ul);

@@ -88,16 +88,13 @@ export async function resync(remote, install) {
   for (const [id, n] of notices) if (n.install === install && n.stale) clearNotice(id);
 }
 
-// askPermission offers to turn on the browser's notifications.
+// askPermission offers to turn on the browser's notifications (the
+// button is in the page from the start: showing it moves nothing).
 function askPermission() {
-  if (!window.Notification || Notification.permission !== "default") return;
-  const box = $("#notify");
-  if (!box || $("#notify-enable")) return;
-  const b = el("button", "link", "Enable notifications");
-  b.id = "notify-enable";
-  b.type = "button";
-  b.onclick = () => Notification.requestPermission().finally(() => b.remove());
-  box.append(b);
+  const b = $("#notify-enable");
+  if (!b || !window.Notification || Notification.permission !== "default") return;
+  b.onclick = () => Notification.requestPermission().finally(() => { b.hidden = true; });
+  b.hidden = false;
 }
 
 // ---- the watcher: one quiet channel per online machine ----

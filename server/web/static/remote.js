@@ -45,6 +45,20 @@ async function relayToken(workspace, target) {
   return body;
 }
 
+// The session roles, weakest first (server/sdk).
+const RANK = { none: 0, viewer: 1, commenter: 2, steerer: 3, approver: 4, owner: 5 };
+
+// claimsOf reads an access token's claims, to word the page: the daemon
+// verifies the token and decides; the page never trusts them for more.
+function claimsOf(token) {
+  try {
+    const p = token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    return JSON.parse(atob(p + "=".repeat((4 - p.length % 4) % 4)));
+  } catch {
+    return null;
+  }
+}
+
 // Link is one relay WebSocket with its end-to-end channel.
 class Link {
   constructor(url, token) {
@@ -211,6 +225,8 @@ export class Remote {
     if (tok.access_token) hello.access_token = tok.access_token;
     await this.sendFrame(hello);
     this.connects++;
+    this.claims = claimsOf(tok.access_token || "");
+    if (this.o.onAccess) this.o.onAccess(this);
     this.scheduleRefresh(link, tok);
     this.state("connected", "connected, end-to-end encrypted", null);
     // Resubscribe from the last seq each subscription handled.
@@ -255,6 +271,8 @@ export class Remote {
     try {
       await this.sendFrame({ type: "hello", protocol_version: 1, version: VERSION, access_token: tok.access_token || "" });
       this.refreshes++;
+      this.claims = claimsOf(tok.access_token || "");
+      if (this.o.onAccess) this.o.onAccess(this);
     } catch { return; /* the channel dropped: the reconnection gets a fresh token */ }
     this.scheduleRefresh(link, tok);
   }
@@ -338,6 +356,22 @@ export class Remote {
     for (const p of this.pending.values()) p.reject(new RemoteError("closed", "the connection dropped before the machine answered (it may or may not have been done)"));
     this.pending.clear();
     if (this.frameWaiter) this.frameWaiter = null;
+  }
+
+  // role is this person's role on a session by their access token (the
+  // project's .reeve/access.yaml may lower it on the daemon); "" when not
+  // known yet.
+  role(sessionId) {
+    const c = this.claims;
+    if (!c) return "";
+    return (c.sroles && c.sroles[sessionId]) || c.srole || "none";
+  }
+
+  // mayDecide is whether the token lets this person decide a session's
+  // permission requests (approver or owner).
+  mayDecide(sessionId) {
+    const r = this.role(sessionId);
+    return r === "" || (RANK[r] || 0) >= RANK.approver;
   }
 
   // request sends a request and resolves with its ack's result.

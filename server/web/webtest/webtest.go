@@ -163,13 +163,20 @@ func Steps(t testing.TB, ctx context.Context, what string, actions ...chromedp.A
 // Read runs one browser query.
 func Read[T any](t testing.TB, ctx context.Context, a chromedp.Action[T]) T {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, StepTimeout)
-	defer cancel()
-	v, err := chromedp.Run(sctx, a)
-	if err != nil {
+	for attempt := 0; ; attempt++ {
+		sctx, cancel := context.WithTimeout(ctx, StepTimeout)
+		v, err := chromedp.Run(sctx, a)
+		cancel()
+		if err == nil {
+			return v
+		}
+		// The page's script replaced the node between the query and the
+		// read: query again.
+		if attempt < 3 && strings.Contains(err.Error(), "No node with given id found") {
+			continue
+		}
 		t.Fatalf("browser query: %v", err)
 	}
-	return v
 }
 
 // Text is the text of the first match of sel.
