@@ -14,6 +14,10 @@
 //	    from its stamp to its arrival over the control protocol (p50, p99,
 //	    p99.9), and the daemon worker's CPU time per event recorded.
 //
+//	loadgen amplify -reeve ./reeve -mb 64
+//	    the event log's bytes on disk against the terminal text they
+//	    hold, through the real binary (amplify.go).
+//
 // Figures of both phases come from the same run, interleaved, so the
 // machine's state at the time is in both.
 package main
@@ -48,6 +52,8 @@ func main() {
 		err = emit(os.Args[2:])
 	case "follow":
 		err = follow(os.Args[2:])
+	case "amplify":
+		err = amplify(os.Args[2:])
 	default:
 		usage()
 	}
@@ -58,7 +64,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: loadgen emit|follow [flags] (see the package documentation)")
+	fmt.Fprintln(os.Stderr, "usage: loadgen emit|follow|amplify [flags] (see the package documentation)")
 	os.Exit(2)
 }
 

@@ -48,7 +48,7 @@ func AppendSessionUpdate(buf []byte, sessionID string, seq int64, ts time.Time, 
 // json.Marshal leaves it; the common case (no space, tab or line break at
 // all) is one scan.
 func isCompact(data []byte) bool {
-	if bytes.IndexAny(data, " \t\r\n") < 0 {
+	if !bytes.ContainsAny(data, " \t\r\n") {
 		return true
 	}
 	var b bytes.Buffer
