@@ -36,7 +36,7 @@ func newFixture(t *testing.T) *fixture {
 	return fixtureOn(t, servertest.Start(t, servertest.Options{}))
 }
 
-func fixtureOn(t *testing.T, s *servertest.Server) *fixture {
+func fixtureOn(t testing.TB, s *servertest.Server) *fixture {
 	t.Helper()
 	f := &fixture{s: s, u: s.NewUser("relay@example.com")}
 	ctx := context.Background()
@@ -50,7 +50,7 @@ func fixtureOn(t *testing.T, s *servertest.Server) *fixture {
 	return f
 }
 
-func (f *fixture) runtimeToken(t *testing.T, issue string) string {
+func (f *fixture) runtimeToken(t testing.TB, issue string) string {
 	t.Helper()
 	rt, err := f.s.Client(issue).RuntimeRelayToken(context.Background())
 	if err != nil {
@@ -59,7 +59,7 @@ func (f *fixture) runtimeToken(t *testing.T, issue string) string {
 	return rt.Token
 }
 
-func (f *fixture) clientToken(t *testing.T, u servertest.User) string {
+func (f *fixture) clientToken(t testing.TB, u servertest.User) string {
 	t.Helper()
 	var r sdk.RelayTokenResponse
 	if _, err := u.Client.Do(context.Background(), http.MethodPost, "/api/workspaces/"+u.Workspace+"/relay-token", map[string]any{}, &r); err != nil {
@@ -69,7 +69,7 @@ func (f *fixture) clientToken(t *testing.T, u servertest.User) string {
 }
 
 // wsURL is the upgrade URL on a relay base URL.
-func wsURL(t *testing.T, base, role, ws, rt string) string {
+func wsURL(t testing.TB, base, role, ws, rt string) string {
 	t.Helper()
 	u, err := sdk.RelayWSURL(base, role, ws, rt)
 	if err != nil {
@@ -472,7 +472,7 @@ func TestRelayNeverDecodesPayloads(t *testing.T) {
 
 // startRelay runs a separate relay instance against the server, as
 // `reeve relay` does, on its own 127.0.0.1 listener.
-func startRelay(t *testing.T, s *servertest.Server, o relay.Options) (*relay.Relay, string) {
+func startRelay(t testing.TB, s *servertest.Server, o relay.Options) (*relay.Relay, string) {
 	t.Helper()
 	o.Control = &relay.HTTPControl{ServerURL: s.URL, Credential: s.Host.RelayServiceCredential()}
 	r, err := relay.New(o)

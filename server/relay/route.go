@@ -159,6 +159,20 @@ func (r *Relay) attachDaemon(c *conn) {
 		r.m.replaced.Add(1)
 		r.dropDaemon(old, CloseReplaced, "replaced by a newer connection of the same daemon")
 	}
+	// Clients here whose channels lead to this daemon's connection on
+	// another instance are following an older connection (that instance
+	// may have died without a word): they end, and reconnect to this one.
+	r.mu.Lock()
+	var stale []*channel
+	for _, ch := range r.chans {
+		if ch.t == c.t && ch.daemonInst != "" && ch.client != nil {
+			stale = append(stale, ch)
+		}
+	}
+	r.mu.Unlock()
+	for _, ch := range stale {
+		r.endChannel(ch, fromRemote, TypeError, "the daemon reconnected", CloseNoDaemon)
+	}
 	r.upsert(context.Background(), []sdk.RelayPresence{c.presence()}, nil)
 }
 

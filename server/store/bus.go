@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -221,6 +222,9 @@ var (
 	ErrInboxFull       = errors.New("the relay instance's inbox is full")
 )
 
+// busInsertRows is the most messages one INSERT statement carries.
+const busInsertRows = 128
+
 // PublishBus queues msgs for their instances in one transaction and
 // notifies each instance (NoticeRelayBus). A message for an instance not
 // seen since aliveSince, or whose inbox holds inboxCap messages, is
@@ -232,11 +236,17 @@ func (s *DB) PublishBus(ctx context.Context, msgs []BusMessage, inboxCap int, al
 		clear(refused)
 		local = local[:0]
 		room := map[string]int{} // messages each instance may still take; -1: unknown
+		var rows []any           // instance_id, body, created_at of each accepted message
 		for i, m := range msgs {
 			n, ok := room[m.To]
 			if !ok {
+				// On PostgreSQL the instance's row is locked until the
+				// commit, so that publishes to one instance commit in the
+				// order of their sequence numbers: a pull never sees a
+				// later message before an earlier one commits (it would
+				// acknowledge past it).
 				var seen int64
-				err := tx.QueryRow(`SELECT seen_at FROM relay_instances WHERE instance_id = ?`, m.To).Scan(&seen)
+				err := tx.QueryRow(s.lockClause(`SELECT seen_at FROM relay_instances WHERE instance_id = ?`), m.To).Scan(&seen)
 				switch {
 				case isNoRows(err) || (err == nil && seen < aliveSince.UnixNano()):
 					n = -1
@@ -262,12 +272,20 @@ func (s *DB) PublishBus(ctx context.Context, msgs []BusMessage, inboxCap int, al
 			case n == 0:
 				refused[i] = ErrInboxFull
 			default:
-				if _, err := tx.Exec(`INSERT INTO relay_bus (instance_id, body, created_at) VALUES (?,?,?)`, m.To, m.Body, now.UnixNano()); err != nil {
-					return err
-				}
+				rows = append(rows, m.To, m.Body, now.UnixNano())
 				n--
 			}
 			room[m.To] = n
+		}
+		// Multi-row inserts, in order: a batch costs a few statements, not
+		// one per message.
+		for len(rows) > 0 {
+			k := min(len(rows), 3*busInsertRows)
+			q := `INSERT INTO relay_bus (instance_id, body, created_at) VALUES (?,?,?)` + strings.Repeat(`,(?,?,?)`, k/3-1)
+			if _, err := tx.Exec(q, rows[:k]...); err != nil {
+				return err
+			}
+			rows = rows[k:]
 		}
 		return nil
 	})
@@ -356,3 +374,11 @@ func (s *DB) PruneRelay(ctx context.Context, before time.Time) (int64, error) {
 }
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+// lockClause adds FOR UPDATE on PostgreSQL; SQLite's one writer needs none.
+func (s *DB) lockClause(q string) string {
+	if s.engine == EnginePostgres {
+		return q + " FOR UPDATE"
+	}
+	return q
+}
