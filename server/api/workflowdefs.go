@@ -38,6 +38,10 @@ func workflowDefinitionRoutes() []Route {
 			summary("Add a version (validated like a new definition); the YAML of the latest version again answers 200 with that version"),
 		typed("GET", it+"/versions/{workflowVersion}", "getWorkflowDefinitionVersion", tag, 200, "WorkflowDefinitionVersionResponse").errs(404).
 			summary("One version with its YAML"),
+		// Beside the spec's POST (the decision): the node a worker raised,
+		// where an approver reads what they are asked before deciding.
+		typed("GET", "/api/workflow-runs/{workflowRun}/approvals/{nodeKey}", "getWorkflowRunApproval", "Workflow Runs", 200, "WorkflowApprovalResponse").errs(404).
+			summary("One approval node of a run: the tool, its input and summary, its state and deadline"),
 	}
 }
 
@@ -48,7 +52,22 @@ func (s *Server) workflowDefinitionHandlers() map[string]handlerFunc {
 		"getWorkflowDefinition":           s.getDefinition,
 		"createWorkflowDefinitionVersion": s.addDefinitionVersion,
 		"getWorkflowDefinitionVersion":    s.getDefinitionVersion,
+		"getWorkflowRunApproval":          s.getRunApproval,
 	}
+}
+
+func (s *Server) getRunApproval(c *call) (int, any, error) {
+	_, aps, err := c.loadRun()
+	if err != nil {
+		return 0, nil, err
+	}
+	node := c.r.PathValue("nodeKey")
+	for _, a := range aps {
+		if a.NodeKey == node {
+			return 200, sdk.WorkflowApprovalResponse{Data: approvalOut(a, c.now())}, nil
+		}
+	}
+	return 0, nil, notFound("no approval node %q on this run", node)
 }
 
 func (c *call) defStore() (store.WorkflowDefinitions, error) {

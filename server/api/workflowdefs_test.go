@@ -213,3 +213,27 @@ func TestRunAttemptKeepsItsSession(t *testing.T) {
 		t.Fatalf("rerun: %s", re.Body)
 	}
 }
+
+// TestReadApprovalNode: the node a worker raised is readable where it is
+// decided, by members of the run's workspace only.
+func TestReadApprovalNode(t *testing.T) {
+	e := newWFEnv(t, servertest.Options{})
+	run := e.queue(t, sdk.WorkflowRunCreateRequest{})
+	l := e.claim(t, e.runner, 5)
+	if _, err := e.runner.RaiseLeaseApproval(e.ctx, l.ID, sdk.LeaseApprovalRequest{Fence: l.Fence, NodeKey: "perm-1", Tool: "Bash", Summary: "rm -rf build", Input: map[string]any{"command": "rm -rf build"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := "/api/workflow-runs/" + run.ID + "/approvals/perm-1"
+	a := expect(t, do(t, e.s, "GET", p, e.u.Token, nil), 200, "read the node")
+	if d := dataOf(a); d["state"] != "pending" || d["tool"] != "Bash" || d["summary"] != "rm -rf build" {
+		t.Fatalf("%s", a.Body)
+	}
+	expect(t, do(t, e.s, "GET", "/api/workflow-runs/"+run.ID+"/approvals/nope", e.u.Token, nil), 404, "unknown node")
+	b := e.s.NewUser("b@example.com")
+	expect(t, do(t, e.s, "GET", p, b.Token, nil), 404, "another workspace's run")
+	expect(t, do(t, e.s, "GET", p, e.ex.Credential, nil), 403, "runner credential")
+	expect(t, do(t, e.s, "POST", p, e.u.Token, `{"decision":"approve"}`), 200, "decide")
+	if d := dataOf(expect(t, do(t, e.s, "GET", p, e.u.Token, nil), 200, "read decided")); d["state"] != "approved" {
+		t.Fatalf("%v", d)
+	}
+}
