@@ -148,4 +148,25 @@ func TestDaemonSessionSyncAcrossServerRestart(t *testing.T) {
 	if !strings.Contains(string(all), "SYNC-399") {
 		t.Fatalf("the output did not arrive: %.400s", all)
 	}
+
+	// The receipt carries the command line the daemon launched, the
+	// prompt (and the token in it) as a digest; governance the policy in
+	// force at the start: none here.
+	var receipt, gov struct {
+		Data map[string]any `json:"data"`
+	}
+	if _, err := user.Do(ctx, http.MethodGet, "/api/resources/"+ws+"/sessions/"+r.ID+"/adapter-receipts", nil, &receipt); err != nil {
+		t.Fatal(err)
+	}
+	cmd, _ := receipt.Data["command_line"].([]any)
+	launches, _ := receipt.Data["launches"].([]any)
+	if len(cmd) != 3 || cmd[1] != "-c" || !strings.HasPrefix(cmd[2].(string), "[prompt sha256:") || len(launches) != 1 {
+		t.Fatalf("receipt %v", receipt.Data)
+	}
+	if _, err := user.Do(ctx, http.MethodGet, "/api/resources/"+ws+"/sessions/"+r.ID+"/governance", nil, &gov); err != nil {
+		t.Fatal(err)
+	}
+	if gov.Data["effective_policy_hash"] != "none" || gov.Data["current_policy_hash"] != "none" {
+		t.Fatalf("governance %v", gov.Data)
+	}
 }
