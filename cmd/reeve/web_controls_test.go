@@ -423,4 +423,20 @@ func TestSessionControlsAndNotificationsInTheBrowser(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(work, "two.txt")); err == nil {
 		t.Fatal("the undecided command ran")
 	}
+
+	// A page that stops refreshing its access token: when the token
+	// expires the daemon closes the channel, the page says why and
+	// reconnects with a fresh token.
+	evalJS[any](t, owner, `(() => {
+		window.__said = [];
+		const e = document.querySelector("#app-error");
+		new MutationObserver(() => { if (e.textContent) window.__said.push(e.textContent); }).observe(e, { childList: true, characterData: true, subtree: true });
+		const r = window.reeve.remote;
+		r.refreshAccess = async () => {};
+		return true;
+	})()`)
+	connects := evalJS[float64](t, owner, `window.reeve.remote.connects`)
+	waitJS(t, owner, "the expiry's message", `window.__said.some(s => s.includes("the access token expired"))`, 45*time.Second)
+	waitJS(t, owner, "a new channel after the expiry", `window.reeve.remote.connects > `+jsNum(connects)+` && document.querySelector("#conn").dataset.state === "connected"`, 30*time.Second)
+	t.Logf("on expiry the page said: %s", evalJS[string](t, owner, `window.__said.find(s => s.includes("expired"))`))
 }
