@@ -344,7 +344,8 @@ func (s *DB) TouchRelayInstance(ctx context.Context, instance string, now time.T
 }
 
 // PruneRelay forgets the instances not seen since before, with their
-// presence and undelivered messages: nobody will pull them.
+// presence and undelivered messages (nobody will pull them), and presence
+// expired before then.
 func (s *DB) PruneRelay(ctx context.Context, before time.Time) (int64, error) {
 	var n int64
 	err := s.execSimple(ctx, func(tx *Tx) error {
@@ -363,8 +364,12 @@ func (s *DB) PruneRelay(ctx context.Context, before time.Time) (int64, error) {
 			n += k
 		}
 		// Messages for instances never seen (their publisher raced the
-		// instance's end) go too.
-		_, err := tx.Exec(`DELETE FROM relay_bus WHERE created_at < ? AND instance_id NOT IN (SELECT instance_id FROM relay_instances)`, b)
+		// instance's end) go too, and presence long expired (its removal
+		// was lost).
+		if _, err := tx.Exec(`DELETE FROM relay_bus WHERE created_at < ? AND instance_id NOT IN (SELECT instance_id FROM relay_instances)`, b); err != nil {
+			return err
+		}
+		_, err := tx.Exec(`DELETE FROM relay_presence WHERE expires_at < ?`, b)
 		return err
 	})
 	if err != nil {

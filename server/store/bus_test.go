@@ -86,8 +86,15 @@ func testRelayBus(t *testing.T, e engine) {
 	if err := a.TouchRelayInstance(ctx, "inst-b", now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
+	// An expired presence of a live instance goes too.
+	if _, err := a.ReportPresence(ctx, "inst-b", []RelayPresence{{WorkspaceID: "w", RuntimeTargetID: "t", ConnID: "c", ConnectedAt: now}}, nil, now.Add(30*time.Second), now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	if n, err := a.PruneRelay(ctx, now.Add(time.Minute)); err != nil || n != 2 {
 		t.Fatalf("prune: %d %v", n, err)
+	}
+	if _, ok, _ := a.ResolvePresence(ctx, "w", "t", now, now.Add(-time.Hour)); ok {
+		t.Fatal("a pruned presence resolved")
 	}
 	if left, _ := a.PullBus(ctx, "inst-a", 0, 10); len(left) != 0 {
 		t.Fatalf("a pruned instance's messages stayed: %d", len(left))
