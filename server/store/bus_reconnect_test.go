@@ -85,4 +85,3 @@ func TestLostConnectionsAreSurvived(t *testing.T) {
 	cancel()
 	<-done
 }
-
