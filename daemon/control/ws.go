@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -593,12 +592,9 @@ func updateFrame(buf []byte, e store.Event) []byte {
 	return wire.AppendSessionUpdate(buf, e.SessionID, e.Seq, e.TS, e.Kind, e.Data)
 }
 
-// batchHead starts a session-updates frame; its updates follow,
-// comma-separated, then "]}".
+// batchHead starts a session-updates frame (wire.AppendSessionUpdatesHead).
 func batchHead(buf []byte, sessionID string) []byte {
-	buf = append(buf, `{"type":"session-updates","session_id":`...)
-	buf = strconv.AppendQuote(buf, sessionID)
-	return append(buf, `,"updates":[`...)
+	return wire.AppendSessionUpdatesHead(buf, sessionID)
 }
 
 // frameError is a protocol-level failure with its code.

@@ -44,6 +44,14 @@ func AppendSessionUpdate(buf []byte, sessionID string, seq int64, ts time.Time, 
 	return append(buf, '}')
 }
 
+// AppendSessionUpdatesHead starts a session-updates frame in buf: its
+// updates (AppendSessionUpdate) follow, comma-separated, then "]}".
+func AppendSessionUpdatesHead(buf []byte, sessionID string) []byte {
+	buf = append(buf, `{"type":"session-updates","session_id":`...)
+	buf = appendString(buf, sessionID)
+	return append(buf, `,"updates":[`...)
+}
+
 // isCompact reports whether data has no whitespace outside its strings, as
 // json.Marshal leaves it; the common case (no space, tab or line break at
 // all) is one scan.

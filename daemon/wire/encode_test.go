@@ -48,3 +48,20 @@ func TestAppendSessionUpdate(t *testing.T) {
 		}
 	}
 }
+
+// A session-updates frame built from the head and encoded updates decodes
+// to the updates, whatever the session id holds.
+func TestAppendSessionUpdatesHead(t *testing.T) {
+	for _, id := range []string{"01ARZ3NDEKTSV4RRFFQ69G5FAV", `odd "id" \ é`} {
+		ts := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
+		buf := AppendSessionUpdatesHead(nil, id)
+		buf = AppendSessionUpdate(buf, id, 1, ts, KindAgentMessage, json.RawMessage(`{"text":"a"}`))
+		buf = append(buf, ',')
+		buf = AppendSessionUpdate(buf, id, 2, ts, KindAgentMessage, json.RawMessage(`{"text":"b"}`))
+		buf = append(buf, "]}"...)
+		var b SessionUpdates
+		if err := json.Unmarshal(buf, &b); err != nil || b.Type != TypeSessionUpdates || b.SessionID != id || len(b.Updates) != 2 {
+			t.Fatalf("%s: %v %+v", buf, err, b)
+		}
+	}
+}
