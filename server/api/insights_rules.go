@@ -26,9 +26,9 @@ const (
 	installStaleAfter  = 7 * 24 * time.Hour // an install not seen this long
 	defaultWarnAt      = 0.8                // of the hard cap, unless budget_policy.warn_at_fraction says otherwise
 	signalLimit        = 2000               // rows one rule reads
-	// InsightInterval is how often the server runs detection over every
-	// workspace by itself.
-	InsightInterval = time.Hour
+	// DefaultInsightInterval is how often the server runs detection over
+	// every workspace by itself (Options.InsightInterval).
+	DefaultInsightInterval = time.Hour
 )
 
 // warnFraction is the fraction of the cap the budget rule fires at.
@@ -95,10 +95,17 @@ func (s *Server) DetectAllInsights(ctx context.Context) (int, error) {
 }
 
 // RunInsightDetector runs DetectAllInsights at start and then every
-// InsightInterval until ctx ends. Every replica may run it: detection is
-// idempotent.
+// Options.InsightInterval until ctx ends (not at all when it is
+// negative). Every replica may run it: detection is idempotent.
 func (s *Server) RunInsightDetector(ctx context.Context) {
-	t := time.NewTicker(InsightInterval)
+	every := s.opts.InsightInterval
+	switch {
+	case every < 0:
+		return
+	case every == 0:
+		every = DefaultInsightInterval
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		if n, err := s.DetectAllInsights(ctx); err != nil && ctx.Err() == nil {
@@ -128,7 +135,7 @@ func (s *Server) denialFindings(ctx context.Context, st store.Insights, ws store
 	if err != nil {
 		return nil, err
 	}
-	audits, err := st.AuditSince(ctx, ws.ID, "session."+wire.KindPermissionDecision, since, signalLimit)
+	audits, err := st.PermissionDecisionAudit(ctx, ws.ID, since, signalLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +335,7 @@ func (s *Server) failingRunFindings(ctx context.Context, st store.Insights, ws s
 // governance says no policy or human decided their tool use; one insight
 // per machine.
 func (s *Server) unguardedFindings(ctx context.Context, st store.Insights, ws store.Workspace, now time.Time) ([]store.InsightFinding, error) {
-	recs, err := st.RecordsUpdatedSince(ctx, ws.ID, "sessions", now.Add(-insightWindow), signalLimit)
+	recs, err := st.SessionsUpdatedSince(ctx, ws.ID, now.Add(-insightWindow), signalLimit)
 	if err != nil {
 		return nil, err
 	}

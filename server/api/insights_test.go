@@ -120,8 +120,11 @@ func evidenceKinds(i map[string]any) map[string][]string {
 }
 
 func TestInsightsEndToEnd(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) { testInsights(t, servertest.Options{}) })
-	t.Run("postgres", func(t *testing.T) { testInsights(t, servertest.Options{DatabaseURL: storetest.PostgresURL(t)}) })
+	// The server's own detection is off: these servers detect when asked.
+	t.Run("sqlite", func(t *testing.T) { testInsights(t, servertest.Options{InsightInterval: -1}) })
+	t.Run("postgres", func(t *testing.T) {
+		testInsights(t, servertest.Options{InsightInterval: -1, DatabaseURL: storetest.PostgresURL(t)})
+	})
 }
 
 func testInsights(t *testing.T, o servertest.Options) {
@@ -356,10 +359,13 @@ func testReviewPackets(t *testing.T, w *insightWorld, converted string) {
 // restarted over a workspace with findings raises them without anyone
 // asking, attributed to the system.
 func TestInsightsDetectedByTheServer(t *testing.T) {
-	w := newInsightWorld(t, servertest.Options{})
+	w := newInsightWorld(t, servertest.Options{InsightInterval: -1})
+	if l := expect(t, do(t, w.s, "GET", w.ri, w.owner.Token, nil), 200, "list"); len(l.JSON["data"].([]any)) != 0 {
+		t.Fatalf("a server with detection off raised insights: %s", l.Body)
+	}
 	dir := w.s.DataDir
 	w.s.Stop()
-	s := servertest.Start(t, servertest.Options{DataDir: dir})
+	s := servertest.Start(t, servertest.Options{DataDir: dir, InsightInterval: time.Hour})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		l := expect(t, do(t, s, "GET", w.ri, w.owner.Token, nil), 200, "list")

@@ -89,6 +89,10 @@ type Options struct {
 	// LeaseTTL is how long a worker's lease lives without a heartbeat
 	// (docs/workers.md); default DefaultLeaseTTL.
 	LeaseTTL time.Duration
+	// InsightInterval is how often RunInsightDetector runs the insight
+	// rules over every workspace, the first time at start; default
+	// DefaultInsightInterval, negative: never (docs/insights.md).
+	InsightInterval time.Duration
 }
 
 // Server is the control-plane HTTP handler.

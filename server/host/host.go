@@ -72,6 +72,9 @@ type Options struct {
 	// RelayTokenTTL is the lifetime of relay JWTs and the access tokens
 	// issued with them (0: 10 minutes).
 	RelayTokenTTL time.Duration
+	// InsightInterval is passed to the API: how often the server runs
+	// the insight rules by itself (default hourly, negative never).
+	InsightInterval time.Duration
 	// NoRelay leaves /ws unserved, for deployments whose relay_url points
 	// at separate `reeve relay` processes.
 	NoRelay bool
@@ -256,7 +259,7 @@ func (h *Host) assemble(ctx context.Context) error {
 	}
 	a, err = api.New(api.Options{
 		Store: h.st, BaseURL: h.origin, AppURL: o.AppURL, RelayURL: o.RelayURL,
-		Signer: signer, Secrets: h.ring, Login: h.links, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL, LeaseTTL: o.LeaseTTL, RuntimeRate: o.RuntimeRate,
+		Signer: signer, Secrets: h.ring, Login: h.links, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL, LeaseTTL: o.LeaseTTL, InsightInterval: o.InsightInterval, RuntimeRate: o.RuntimeRate,
 		Pages: pages, Logger: o.Logger, Version: version.Version,
 		Invitations: h.announceInvitation,
 		Webhooks:    o.Webhooks, WebhookRate: o.WebhookRate,

@@ -40,6 +40,9 @@ type Options struct {
 	WebhookRate int
 	// LeaseTTL shortens worker leases for expiry tests.
 	LeaseTTL time.Duration
+	// InsightInterval: how often the server detects insights by itself
+	// (default hourly and at start; negative never).
+	InsightInterval time.Duration
 	// RuntimeRate is each install's requests per second on /api/runtime/*.
 	RuntimeRate float64
 	// PublicURL is the origin replicas behind one load balancer share
@@ -55,7 +58,7 @@ func Start(t testing.TB, o Options) *Server {
 	if dir == "" {
 		dir = filepath.Join(t.TempDir(), "data")
 	}
-	h, err := host.New(context.Background(), host.Options{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: o.DatabaseURL, PublicURL: o.PublicURL, RuntimeRate: o.RuntimeRate, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL, LeaseTTL: o.LeaseTTL, Webhooks: o.Webhooks, WebhookRate: o.WebhookRate})
+	h, err := host.New(context.Background(), host.Options{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: o.DatabaseURL, PublicURL: o.PublicURL, RuntimeRate: o.RuntimeRate, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL, LeaseTTL: o.LeaseTTL, InsightInterval: o.InsightInterval, Webhooks: o.Webhooks, WebhookRate: o.WebhookRate})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}

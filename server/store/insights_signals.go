@@ -15,12 +15,11 @@ type InsightSignals interface {
 	// permission-decision (records of the sessions/<id>/events
 	// collections) stored since since.
 	PermissionDecisions(ctx context.Context, workspaceID string, since time.Time, limit int) ([]Record, error)
-	// AuditSince are the workspace's audit entries with the given action
-	// written since since.
-	AuditSince(ctx context.Context, workspaceID, action string, since time.Time, limit int) ([]AuditEntry, error)
-	// RecordsUpdatedSince are the records of a collection changed since
-	// since.
-	RecordsUpdatedSince(ctx context.Context, workspaceID, collection string, since time.Time, limit int) ([]Record, error)
+	// PermissionDecisionAudit are the audit entries of synced permission
+	// decisions (action session.permission-decision) written since since.
+	PermissionDecisionAudit(ctx context.Context, workspaceID string, since time.Time, limit int) ([]AuditEntry, error)
+	// SessionsUpdatedSince are the session records changed since since.
+	SessionsUpdatedSince(ctx context.Context, workspaceID string, since time.Time, limit int) ([]Record, error)
 	// FailedRunsSince are the workflow runs that finished failed since since.
 	FailedRunsSince(ctx context.Context, workspaceID string, since time.Time, limit int) ([]WorkflowRun, error)
 	// WorkspaceIDs lists the live workspaces (the periodic detection's round).
@@ -30,20 +29,21 @@ type InsightSignals interface {
 // The kind of a synced event is matched as text in its stored JSON (the
 // API writes it with encoding/json: `"kind":"permission-decision"`) so
 // one portable query serves both engines; the caller parses each record.
-const decisionKindText = `%"kind":"permission-decision"%`
+// Each query below spells the predicate of its partial index (migration
+// 0010) literally, so the planner of either engine can use the index.
 
 func (s *DB) PermissionDecisions(ctx context.Context, workspaceID string, since time.Time, limit int) ([]Record, error) {
-	rows, err := s.query(ctx, `SELECT `+recCols+` FROM records WHERE workspace_id = ? AND collection LIKE 'sessions/%/events' AND created_at >= ? AND attributes LIKE ?
-		ORDER BY seq DESC LIMIT ?`, workspaceID, ts(since), decisionKindText, limit)
+	rows, err := s.query(ctx, `SELECT `+recCols+` FROM records WHERE workspace_id = ? AND created_at >= ? AND attributes LIKE '%"kind":"permission-decision"%'
+		AND collection LIKE 'sessions/%/events' ORDER BY created_at DESC, seq DESC LIMIT ?`, workspaceID, ts(since), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list permission decisions: %w", err)
 	}
 	return collect(rows, scanRecord)
 }
 
-func (s *DB) AuditSince(ctx context.Context, workspaceID, action string, since time.Time, limit int) ([]AuditEntry, error) {
-	rows, err := s.query(ctx, `SELECT seq, id, workspace_id, actor, action, target, detail, created_at FROM audit WHERE workspace_id = ? AND action = ? AND created_at >= ?
-		ORDER BY seq DESC LIMIT ?`, workspaceID, action, ts(since), limit)
+func (s *DB) PermissionDecisionAudit(ctx context.Context, workspaceID string, since time.Time, limit int) ([]AuditEntry, error) {
+	rows, err := s.query(ctx, `SELECT seq, id, workspace_id, actor, action, target, detail, created_at FROM audit WHERE workspace_id = ? AND created_at >= ?
+		AND action = 'session.permission-decision' ORDER BY created_at DESC, seq DESC LIMIT ?`, workspaceID, ts(since), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", err)
 	}
@@ -59,9 +59,9 @@ func (s *DB) AuditSince(ctx context.Context, workspaceID, action string, since t
 	})
 }
 
-func (s *DB) RecordsUpdatedSince(ctx context.Context, workspaceID, collection string, since time.Time, limit int) ([]Record, error) {
-	rows, err := s.query(ctx, `SELECT `+recCols+` FROM records WHERE workspace_id = ? AND collection = ? AND updated_at >= ? ORDER BY seq DESC LIMIT ?`,
-		workspaceID, collection, ts(since), limit)
+func (s *DB) SessionsUpdatedSince(ctx context.Context, workspaceID string, since time.Time, limit int) ([]Record, error) {
+	rows, err := s.query(ctx, `SELECT `+recCols+` FROM records WHERE workspace_id = ? AND updated_at >= ? AND collection = 'sessions'
+		ORDER BY updated_at DESC, seq DESC LIMIT ?`, workspaceID, ts(since), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list records: %w", err)
 	}
@@ -69,7 +69,7 @@ func (s *DB) RecordsUpdatedSince(ctx context.Context, workspaceID, collection st
 }
 
 func (s *DB) FailedRunsSince(ctx context.Context, workspaceID string, since time.Time, limit int) ([]WorkflowRun, error) {
-	rows, err := s.query(ctx, `SELECT `+runCols+` FROM workflow_runs WHERE workspace_id = ? AND status = 'failed' AND finished_at >= ? ORDER BY seq DESC LIMIT ?`,
+	rows, err := s.query(ctx, `SELECT `+runCols+` FROM workflow_runs WHERE workspace_id = ? AND finished_at >= ? AND status = 'failed' ORDER BY finished_at DESC, seq DESC LIMIT ?`,
 		workspaceID, ts(since), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list failed runs: %w", err)

@@ -203,10 +203,10 @@ func TestInsightSignals(t *testing.T) {
 		if recs, _ := s.PermissionDecisions(ctx, "w2", old, 100); len(recs) != 0 {
 			t.Fatal("decisions leak across workspaces")
 		}
-		if recs, err := s.RecordsUpdatedSince(ctx, "w1", "sessions", now.Add(-time.Hour), 100); err != nil || len(recs) != 1 || recs[0].NaturalKey != "S1" {
+		if recs, err := s.SessionsUpdatedSince(ctx, "w1", now.Add(-time.Hour), 100); err != nil || len(recs) != 1 || recs[0].NaturalKey != "S1" {
 			t.Fatalf("sessions updated: %+v %v", recs, err)
 		}
-		if au, err := s.AuditSince(ctx, "w1", "session.permission-decision", now.Add(-time.Hour), 100); err != nil || len(au) != 3 {
+		if au, err := s.PermissionDecisionAudit(ctx, "w1", now.Add(-time.Hour), 100); err != nil || len(au) != 3 {
 			t.Fatalf("audit since: %d %v", len(au), err)
 		}
 		wf := Workflows(s)
