@@ -147,6 +147,18 @@ func (r *renderer) render(u wire.SessionUpdate) {
 		var d wire.ModeChange
 		json.Unmarshal(u.Data, &d)
 		r.line("[mode] %s", d.Mode)
+	case wire.KindLaunch:
+		var d wire.Launch
+		json.Unmarshal(u.Data, &d)
+		r.line("[launch] turn %d: %s", d.Turn, clip(strings.Join(d.Argv, " "), 300))
+	case wire.KindPolicy:
+		var d wire.PolicyInForce
+		json.Unmarshal(u.Data, &d)
+		if d.Previous != "" {
+			r.line("[policy] %s: %s (was %s)", d.Change, d.Hash, d.Previous)
+		} else {
+			r.line("[policy] %s: %s", d.Change, d.Hash)
+		}
 	default:
 		r.line("[%s] %s", u.Kind, clip(string(u.Data), 300))
 	}

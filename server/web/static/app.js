@@ -248,6 +248,14 @@ class Log {
         body.textContent = "worktree " + d.action + (d.sha ? " " + d.sha.slice(0, 10) : "") + (d.note ? ": " + d.note : "");
         r.classList.add("meta");
         break;
+      case "launch":
+        body.textContent = "turn " + d.turn + " launched: " + short((d.argv || []).join(" "), 300);
+        r.classList.add("meta");
+        break;
+      case "policy":
+        body.textContent = "policy " + d.change + ": " + d.hash + (d.previous ? " (was " + d.previous + ")" : "");
+        r.classList.add("meta");
+        break;
       default:
         body.textContent = u.kind + " " + short(d, 200);
         r.classList.add("meta");
