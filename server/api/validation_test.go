@@ -61,7 +61,7 @@ func TestTypedRequestShapes(t *testing.T) {
 		{"SupportAccessRequestCreateRequest", "POST", sup, "", `{"reason":"r","requested_scopes":["root"]}`, "/requested_scopes/0", `{"reason":"r","requested_scopes":["billing_read"]}`},
 		{"SupportAccessDecisionRequest", "POST", sup + "/x/approve", "", `{"expires_in_minutes":"x"}`, "/expires_in_minutes", ""},
 		{"WorkflowRunPreflightRequest", "POST", "/api/resources/" + ws + "/workflow-runs/preflight", "", `{"status":"running"}`, "/status", ""},
-		{"WorkflowRunPreflightRequest union", "POST", "/api/resources/" + ws + "/workflow-runs/preflight", "", `{"workflow_definition_id":[1]}`, "/workflow_definition_id", `{"integration_event_id":12,"status":"draft","agent":"shell","prompt":"p"}`},
+		{"WorkflowRunPreflightRequest union", "POST", "/api/resources/" + ws + "/workflow-runs/preflight", "", `{"workflow_definition_id":[1]}`, "/workflow_definition_id", `{"integration_event_id":null,"runtime_target_id":null,"status":"draft","agent":"shell","prompt":"p"}`},
 		{"GatewayUsageRecordRequest enum", "POST", "/api/runtime/internal/gateway/workspaces/" + ws + "/usage", in.IssueToken,
 			`{"gateway_virtual_key_id":"g","idempotency_key":"k","run_id":"r","lease_id":"l","provider":"provider_c","model":"m","input_tokens":1,"output_tokens":1,"total_tokens":2,"cost_usd":"0.01"}`, "/provider",
 			`{"gateway_virtual_key_id":"g","idempotency_key":"k","run_id":"r","lease_id":"l","provider":"provider_d","model":"m","input_tokens":1,"output_tokens":1,"total_tokens":2,"cost_usd":"0.01","latency_ms":null}`},
