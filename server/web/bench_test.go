@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -102,6 +103,9 @@ func (p *peer) send(ch string, frame any) error {
 	p.mu.Lock()
 	sess := p.chans[ch]
 	p.mu.Unlock()
+	if sess == nil {
+		return errors.New("the channel is closed")
+	}
 	b, _ := json.Marshal(frame)
 	return sess.Seal(b, func(f []byte) error { return p.write(ch, f) })
 }
