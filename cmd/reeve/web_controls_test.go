@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -423,6 +424,13 @@ func TestSessionControlsAndNotificationsInTheBrowser(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(work, "two.txt")); err == nil {
 		t.Fatal("the undecided command ran")
 	}
+
+	// The member removed from the workspace: at their page's next refresh
+	// the server refuses them a token, and the page stops, saying why.
+	if _, err := admin.Do(bg, http.MethodDelete, "/api/workspaces/"+ws+"/members/"+strconv.FormatInt(acc.UserID, 10), nil, nil); err != nil {
+		t.Fatalf("remove the member: %v", err)
+	}
+	waitJS(t, viewer, "the member's page stopped", `document.querySelector("#conn").dataset.state === "failed" && document.querySelector("#app-error").textContent.includes("may not reach machines of this workspace")`, 60*time.Second)
 
 	// A page that stops refreshing its access token: when the token
 	// expires the daemon closes the channel, the page says why and
