@@ -18,32 +18,34 @@ func TestPlaceholderRoundTrip(t *testing.T) {
 	u := s.NewUser("rt@example.com")
 	other := s.NewUser("other@example.com")
 	ctx := context.Background()
-	rec, err := u.Client.CreateRecord(ctx, "/api/review-packets", map[string]any{"title": "first", "tags": map[string]any{"a": 1, "b": 2}})
+	// Review packets became typed; share groups are still records of the engine.
+	rec, err := u.Client.CreateRecord(ctx, "/api/share-groups", map[string]any{"title": "first", "tags": map[string]any{"a": 1, "b": 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.ID == "" || rec.WorkspaceID != u.Workspace || rec.Collection != "review-packets" {
+	if rec.ID == "" || rec.WorkspaceID != u.Workspace || rec.Collection != "share-groups" {
 		t.Fatalf("created %+v", rec)
 	}
-	list, err := u.Client.ListRecords(ctx, "/api/review-packets")
+	list, err := u.Client.ListRecords(ctx, "/api/share-groups")
 	if err != nil || len(list) != 1 || list[0].ID != rec.ID {
 		t.Fatalf("list %+v %v", list, err)
 	}
-	got, err := u.Client.GetRecord(ctx, "/api/review-packets/"+rec.ID)
+	got, err := u.Client.GetRecord(ctx, "/api/share-groups/"+rec.ID)
 	if err != nil || got.Attributes["title"] != "first" {
 		t.Fatalf("get %+v %v", got, err)
 	}
 	// Scoped to the caller's workspace: another user sees nothing.
-	if l, err := other.Client.ListRecords(ctx, "/api/review-packets"); err != nil || len(l) != 0 {
+	if l, err := other.Client.ListRecords(ctx, "/api/share-groups"); err != nil || len(l) != 0 {
 		t.Fatalf("other workspace sees %+v %v", l, err)
 	}
-	if _, err := other.Client.GetRecord(ctx, "/api/review-packets/"+rec.ID); !sdk.IsCode(err, sdk.CodeNotFound) {
+	if _, err := other.Client.GetRecord(ctx, "/api/share-groups/"+rec.ID); !sdk.IsCode(err, sdk.CodeNotFound) {
 		t.Fatalf("other workspace get: %v", err)
 	}
-	// PATCH merges (null removes), a nested action records an audited action.
-	a := expect(t, do(t, s, "PATCH", "/api/review-packets/"+rec.ID+"/decision", u.Token, `{"decision":"accept"}`), 200, "singleton merge")
-	if dataOf(a)["attributes"].(map[string]any)["decision"] != "accept" {
-		t.Fatalf("decision: %s", a.Body)
+	// A singleton is replaced by PUT and read back by GET, per workspace.
+	expect(t, do(t, s, "PUT", "/api/onboarding/current", u.Token, `{"step":"intro"}`), 200, "singleton put")
+	a := expect(t, do(t, s, "GET", "/api/onboarding/current", u.Token, nil), 200, "singleton get")
+	if dataOf(a)["attributes"].(map[string]any)["step"] != "intro" {
+		t.Fatalf("singleton: %s", a.Body)
 	}
 	// An action under a record of the engine is an audited action record.
 	srv, _ := u.Client.CreateRecord(ctx, "/api/mcp/servers", map[string]any{"name": "docs"})
@@ -75,7 +77,7 @@ func TestDataSurvivesRestart(t *testing.T) {
 	s := servertest.Start(t, servertest.Options{DataDir: dir})
 	u := s.NewUser("keep@example.com")
 	ctx := context.Background()
-	rec, err := u.Client.CreateRecord(ctx, "/api/review-packets", map[string]any{"n": 1})
+	rec, err := u.Client.CreateRecord(ctx, "/api/share-groups", map[string]any{"n": 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +89,7 @@ func TestDataSurvivesRestart(t *testing.T) {
 
 	s2 := servertest.Start(t, servertest.Options{DataDir: dir})
 	c := s2.Client(u.Token)
-	got, err := c.GetRecord(ctx, "/api/review-packets/"+rec.ID)
+	got, err := c.GetRecord(ctx, "/api/share-groups/"+rec.ID)
 	if err != nil || got.Attributes["n"] == nil {
 		t.Fatalf("after restart: %+v %v", got, err)
 	}

@@ -86,7 +86,9 @@ func TestTypedRequestShapes(t *testing.T) {
 			t.Errorf("%s: details do not name %s: %s", c.name, c.field, a.Body)
 		}
 		if c.good != "" {
-			if g := do(t, s, c.method, c.path, tok, c.good); g.Status >= 400 {
+			// Preflight answers a schema-valid body that names records it
+			// cannot find with 422 not_runnable: the body itself passed.
+			if g := do(t, s, c.method, c.path, tok, c.good); g.Status >= 400 && g.errCode() != "not_runnable" {
 				t.Errorf("%s: good body rejected: %d %s", c.name, g.Status, g.Body)
 			}
 		}
