@@ -621,3 +621,69 @@ func testTwoInstances(t *testing.T, f *fixture, a, b string, rb *relay.Relay) {
 		t.Fatalf("daemon on b got %+v", e)
 	}
 }
+
+// partitionable is a Control that can be cut off, as a relay instance
+// whose server was killed is: nothing it says reaches anyone any more.
+type partitionable struct {
+	relay.Control
+	cut atomic.Bool
+}
+
+var errCut = errors.New("partitioned")
+
+func (p *partitionable) Upsert(ctx context.Context, req sdk.RelayPresenceUpsertRequest) (sdk.RelayPresenceUpsertResult, error) {
+	if p.cut.Load() {
+		return sdk.RelayPresenceUpsertResult{}, errCut
+	}
+	return p.Control.Upsert(ctx, req)
+}
+
+func (p *partitionable) Publish(ctx context.Context, req sdk.RelayBusPublishRequest) (sdk.RelayBusPublishResult, error) {
+	if p.cut.Load() {
+		return sdk.RelayBusPublishResult{}, errCut
+	}
+	return p.Control.Publish(ctx, req)
+}
+
+// A client whose channel leads to an instance that died without a word
+// (its daemon's presence lapses, its close never comes) gets an error
+// within a few presence intervals, instead of waiting forever.
+func TestRelayRemoteChannelOfADeadInstanceEnds(t *testing.T) {
+	f := newFixture(t)
+	ctl := &partitionable{Control: &relay.HTTPControl{ServerURL: f.s.URL, Credential: f.s.Host.RelayServiceCredential()}}
+	ra, err := relay.New(relay.Options{Control: ctl, PresenceInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ws", ra)
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { ra.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done; srv.Close() }()
+	a := "http://" + ln.Addr().String()
+	_, b := startRelay(t, f.s, relay.Options{PresenceInterval: time.Second})
+
+	d := f.daemon(t, a)
+	c := f.client(t, b)
+	open := read(t, d)
+	write(t, c, relay.Envelope{Type: relay.TypeData, Payload: "hello"})
+	if e := read(t, d); e.Channel != open.Channel || e.Payload != "hello" {
+		t.Fatalf("daemon got %+v", e)
+	}
+	// Instance a dies: cut off, then its connections drop; nothing it
+	// would say about them arrives.
+	ctl.cut.Store(true)
+	ra.Close()
+	start := time.Now()
+	if e := read(t, c); e.Type != relay.TypeError {
+		t.Fatalf("client of the dead instance got %+v", e)
+	}
+	t.Logf("the client learned after %v", time.Since(start).Round(time.Millisecond))
+}

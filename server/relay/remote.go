@@ -306,6 +306,48 @@ func (r *Relay) presenceLoop(ctx context.Context) {
 				r.upsert(ctx, all[:n], nil)
 				all = all[n:]
 			}
+			r.checkRemote(ctx)
+		}
+	}
+}
+
+// maxRemoteChecks bounds the runtime targets checkRemote resolves per
+// presence interval; the rest wait for a later one (map order varies).
+const maxRemoteChecks = 256
+
+// checkRemote ends the channels of local clients whose daemon connection
+// is no longer where the channel leads: the daemon moved to another
+// instance, or its instance died without a word (a killed server) and its
+// presence lapsed. Their clients get an error and reconnect, instead of
+// waiting on a channel nobody serves. A control plane that does not
+// answer is no evidence: nothing ends then.
+func (r *Relay) checkRemote(ctx context.Context) {
+	byTarget := map[target][]*channel{}
+	r.mu.Lock()
+	for _, ch := range r.chans {
+		if ch.client != nil && ch.daemonInst != "" && !ch.ended.Load() {
+			byTarget[ch.t] = append(byTarget[ch.t], ch)
+		}
+	}
+	r.mu.Unlock()
+	checked := 0
+	for t, chans := range byTarget {
+		if checked++; checked > maxRemoteChecks {
+			return
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		res, err := r.ctl.Resolve(cctx, sdk.RelayPresenceResolveRequest{WorkspaceID: t.workspace, RuntimeTargetID: t.runtime})
+		cancel()
+		if err != nil {
+			return
+		}
+		for _, ch := range chans {
+			switch {
+			case !res.Found || res.Presence == nil:
+				r.endChannel(ch, fromRemote, TypeError, "the daemon disconnected", CloseNoDaemon)
+			case res.Presence.InstanceID != ch.daemonInst:
+				r.endChannel(ch, fromRemote, TypeError, "the daemon reconnected", CloseNoDaemon)
+			}
 		}
 	}
 }
