@@ -274,25 +274,8 @@ func (s *DB) Insight(ctx context.Context, workspaceID, id string) (Insight, erro
 }
 
 func (s *DB) ListInsights(ctx context.Context, workspaceID, status, rule string, opts ListOptions) ([]Insight, error) {
-	limit := opts.Limit
-	if limit <= 0 || limit > 1000 {
-		limit = 100
-	}
-	q := `SELECT ` + insightCols + ` FROM insights WHERE workspace_id = ? AND seq > ?`
-	args := []any{workspaceID, opts.After}
-	if status != "" {
-		q += ` AND status = ?`
-		args = append(args, status)
-	}
-	if rule != "" {
-		q += ` AND rule = ?`
-		args = append(args, rule)
-	}
-	rows, err := s.query(ctx, q+` ORDER BY seq LIMIT ?`, append(args, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("list insights: %w", err)
-	}
-	return collect(rows, scanInsight)
+	return seqPage(ctx, s, "insights", `SELECT `+insightCols+` FROM insights`, workspaceID, opts, 1000, scanInsight,
+		equals{"status", status}, equals{"rule", rule})
 }
 
 func (s *DB) InsightCounts(ctx context.Context, workspaceID string) ([]InsightCount, error) {
@@ -419,21 +402,7 @@ func (s *DB) ReviewPacket(ctx context.Context, workspaceID, id string) (ReviewPa
 }
 
 func (s *DB) ReviewPackets(ctx context.Context, workspaceID, status string, opts ListOptions) ([]ReviewPacket, error) {
-	limit := opts.Limit
-	if limit <= 0 || limit > 1000 {
-		limit = 100
-	}
-	q := `SELECT ` + packetCols + ` FROM review_packets WHERE workspace_id = ? AND seq > ?`
-	args := []any{workspaceID, opts.After}
-	if status != "" {
-		q += ` AND status = ?`
-		args = append(args, status)
-	}
-	rows, err := s.query(ctx, q+` ORDER BY seq LIMIT ?`, append(args, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("list review packets: %w", err)
-	}
-	return collect(rows, scanPacket)
+	return seqPage(ctx, s, "review packets", `SELECT `+packetCols+` FROM review_packets`, workspaceID, opts, 1000, scanPacket, equals{"status", status})
 }
 
 func (s *DB) ReviewPacketCounts(ctx context.Context, workspaceID string) (map[string]int64, error) {

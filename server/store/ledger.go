@@ -205,21 +205,7 @@ func (s *DB) RecordUsage(ctx context.Context, e *LedgerEntry, audit AuditEntry) 
 // LedgerEntries lists a workspace's entries in sequence order, those of
 // one monthly period when period is not "".
 func (s *DB) LedgerEntries(ctx context.Context, workspaceID, period string, opts ListOptions) ([]LedgerEntry, error) {
-	limit := opts.Limit
-	if limit <= 0 || limit > 500 {
-		limit = 100
-	}
-	q := `SELECT ` + ledgerCols + ` FROM ledger_entries WHERE workspace_id = ? AND seq > ?`
-	args := []any{workspaceID, opts.After}
-	if period != "" {
-		q += ` AND period = ?`
-		args = append(args, period)
-	}
-	rows, err := s.query(ctx, q+` ORDER BY seq LIMIT ?`, append(args, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("list ledger: %w", err)
-	}
-	return collect(rows, scanLedgerEntry)
+	return seqPage(ctx, s, "ledger", `SELECT `+ledgerCols+` FROM ledger_entries`, workspaceID, opts, 500, scanLedgerEntry, equals{"period", period})
 }
 
 // LedgerPeriods lists a workspace's period totals, newest first (months

@@ -259,21 +259,7 @@ func (s *DB) RunByLeaseHash(ctx context.Context, hash string) (WorkflowRun, erro
 }
 
 func (s *DB) Runs(ctx context.Context, workspaceID, status string, opts ListOptions) ([]WorkflowRun, error) {
-	limit := opts.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	q := `SELECT ` + runCols + ` FROM workflow_runs WHERE workspace_id = ? AND seq > ?`
-	args := []any{workspaceID, opts.After}
-	if status != "" {
-		q += ` AND status = ?`
-		args = append(args, status)
-	}
-	rows, err := s.query(ctx, q+` ORDER BY seq LIMIT ?`, append(args, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("list workflow runs: %w", err)
-	}
-	return collect(rows, scanRun)
+	return seqPage(ctx, s, "workflow runs", `SELECT `+runCols+` FROM workflow_runs`, workspaceID, opts, 0, scanRun, equals{"status", status})
 }
 
 func (s *DB) UpdateRun(ctx context.Context, workspaceID, id string, fn func(*WorkflowRun) ([]RunEvent, error), audit AuditEntry) (WorkflowRun, error) {
