@@ -68,6 +68,11 @@ type Link struct {
 
 	tokMu sync.Mutex
 	tok   sdk.RelayToken
+	// renewAt is when tok is replaced (renewalPoint).
+	renewAt time.Time
+	// newToken wakes the refresher when the connection loop obtains a
+	// token, so it plans that token's renewal at once.
+	newToken chan struct{}
 
 	keyMu sync.Mutex
 	keys  *sdk.JWKS
@@ -105,6 +110,8 @@ func New(opts Options) (*Link, error) {
 		lock: NewLock(c.AutoUnlock, c.AutoUnlockTTL, opts.Now),
 		api:  &sdk.Client{BaseURL: c.ServerURL, Token: c.IssueToken, HTTP: opts.HTTPClient},
 		keys: opts.ServerKeys,
+
+		newToken: make(chan struct{}, 1),
 	}
 	l.status = wire.RemoteStatus{Link: wire.RelayConnecting, Since: time.Now().UTC(), RelayURL: c.RelayURL, WorkspaceID: c.WorkspaceID, InstallID: c.InstallID}
 	return l, nil
@@ -179,69 +186,128 @@ func (l *Link) Run(ctx context.Context) error {
 	return nil
 }
 
-// token returns a relay JWT with at least a little life left, exchanging
-// the issue token when needed.
+// token returns the relay JWT in hand while it is before its renewal
+// point, and otherwise exchanges the issue token for a fresh one. When the
+// exchange fails and the token in hand has not expired yet, a connection
+// can still use it (the refresher keeps trying).
 func (l *Link) token(ctx context.Context, force bool) (sdk.RelayToken, error) {
 	l.tokMu.Lock()
 	defer l.tokMu.Unlock()
-	if !force && l.tok.Token != "" && time.Until(l.tok.ExpiresAt) > 10*time.Second {
+	if !force && l.tok.Token != "" && time.Now().Before(l.renewAt) {
 		return l.tok, nil
 	}
+	got := time.Now()
 	t, err := l.api.RuntimeRelayToken(ctx)
 	if err != nil {
 		var ae *sdk.APIError
 		if errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden) {
 			return t, fmt.Errorf("the control plane refused this install's issue token (%v): the install may have been detached; pair again", err)
 		}
-		return t, fmt.Errorf("exchange the issue token for a relay token: %w", err)
+		err = fmt.Errorf("exchange the issue token for a relay token: %w", err)
+		if !force && l.tok.Token != "" && time.Until(l.tok.ExpiresAt) > time.Second {
+			l.logf("%v; connecting with the token in hand, which expires in %s", err, time.Until(l.tok.ExpiresAt).Round(time.Second))
+			return l.tok, nil
+		}
+		return t, err
 	}
 	l.tok = t
+	l.renewAt = renewalPoint(got, t.ExpiresAt, rand.Float64())
+	select {
+	case l.newToken <- struct{}{}:
+	default:
+	}
 	return t, nil
 }
 
-// refreshMargin is how long before expiry the refresher replaces a token:
-// a quarter of its remaining life, at least 10 seconds.
-func refreshMargin(t sdk.RelayToken) time.Duration {
-	return max(10*time.Second, time.Until(t.ExpiresAt)/4)
+// minRenewWait is the least time between obtaining a relay token and
+// renewing it, whatever its lifetime says, so that a token that looks
+// already expired (a clock far off the server's) cannot make the refresher
+// spin.
+const minRenewWait = time.Second
+
+// renewalPoint is when a relay token obtained at got and expiring at
+// expires is replaced: two thirds into its lifetime, up to a tenth of the
+// lifetime earlier at random (jitter in [0,1)) so daemons restarted
+// together do not renew in step. A 10-second token (the shortest the
+// server issues) is renewed 3 to 4 seconds before it expires, a 24-hour one
+// about 8 hours before; the lifetime is measured on this machine's clock
+// from the moment of the request, so a clock offset from the server's does
+// not shift the point.
+func renewalPoint(got, expires time.Time, jitter float64) time.Time {
+	life := expires.Sub(got)
+	wait := life*2/3 - time.Duration(jitter*float64(life/10))
+	return got.Add(max(wait, minRenewWait))
 }
 
-// refresh replaces the relay JWT before it expires, so that a reconnection
-// (or a relay that checks expiry on live connections) always has a valid
-// one in hand.
+// refresh replaces the relay JWT at its renewal point, so that a
+// reconnection (or a relay that checks expiry on live connections) always
+// has a valid one in hand. A failed renewal is retried with an exponential
+// backoff (MinBackoff doubling up to MaxBackoff, jittered).
 func (l *Link) refresh(ctx context.Context) {
+	backoff := l.opts.MinBackoff
+	failures := 0
 	for {
 		l.tokMu.Lock()
-		t := l.tok
+		t, at := l.tok, l.renewAt
 		l.tokMu.Unlock()
-		wait := 5 * time.Second // no token yet: the connection loop gets one
+		wait := time.Hour // no token yet: the connection loop gets one
 		if t.Token != "" {
-			wait = max(time.Second, time.Until(t.ExpiresAt)-refreshMargin(t))
+			wait = time.Until(at)
 		}
-		select {
-		case <-ctx.Done():
+		if failures > 0 {
+			wait = backoff/2 + rand.N(backoff/2+1)
+		}
+		if !l.sleep(ctx, wait) {
 			return
-		case <-time.After(wait):
 		}
 		l.tokMu.Lock()
-		due := t.Token != "" && l.tok.Token == t.Token
+		// Renew only the token this round looked at, and only once its
+		// point has come: the connection loop may have replaced it.
+		due := t.Token != "" && l.tok.Token == t.Token && !time.Now().Before(l.renewAt)
 		l.tokMu.Unlock()
 		if !due {
+			failures, backoff = 0, l.opts.MinBackoff
 			continue
 		}
 		nt, err := l.token(ctx, true)
 		if err != nil {
-			if ctx.Err() == nil {
-				l.logf("refresh the relay token: %v; trying again in 10s", err)
-			}
-			select {
-			case <-ctx.Done():
+			if ctx.Err() != nil {
 				return
-			case <-time.After(10 * time.Second):
 			}
+			failures++
+			if failures > 1 {
+				backoff = min(2*backoff, l.opts.MaxBackoff)
+			}
+			left := "has expired"
+			if d := time.Until(t.ExpiresAt); d > 0 {
+				left = "expires in " + d.Round(time.Millisecond).String()
+			}
+			l.logf("renewing the relay token failed (attempt %d): %v; the token in hand %s; trying again within %s", failures, err, left, backoff.Round(time.Millisecond))
 			continue
 		}
-		l.logf("refreshed the relay token; it expires at %s", nt.ExpiresAt.UTC().Format(time.RFC3339))
+		if failures > 0 {
+			l.logf("renewed the relay token after %d failed attempts", failures)
+		}
+		failures, backoff = 0, l.opts.MinBackoff
+		l.logf("renewed the relay token; it expires at %s", nt.ExpiresAt.UTC().Format(time.RFC3339))
 	}
+}
+
+// sleep waits d (nothing when d <= 0) or until a new token arrives, and
+// reports whether ctx is still live.
+func (l *Link) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-tm.C:
+	case <-l.newToken:
+	}
+	return true
 }
 
 func (l *Link) relayURL(t sdk.RelayToken) string {

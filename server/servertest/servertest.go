@@ -49,6 +49,9 @@ type Options struct {
 	// (relay JWTs name it as their issuer); the test still reaches each
 	// server at its own address (URL).
 	PublicURL string
+	// RelayTokenTTL shortens relay JWTs and access tokens (reeve server
+	// --relay-token-ttl) for renewal tests.
+	RelayTokenTTL time.Duration
 }
 
 // Start runs a server until the test ends.
@@ -58,7 +61,7 @@ func Start(t testing.TB, o Options) *Server {
 	if dir == "" {
 		dir = filepath.Join(t.TempDir(), "data")
 	}
-	h, err := host.New(context.Background(), host.Options{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: o.DatabaseURL, PublicURL: o.PublicURL, RuntimeRate: o.RuntimeRate, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL, LeaseTTL: o.LeaseTTL, InsightInterval: o.InsightInterval, Webhooks: o.Webhooks, WebhookRate: o.WebhookRate})
+	h, err := host.New(context.Background(), host.Options{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: o.DatabaseURL, PublicURL: o.PublicURL, RuntimeRate: o.RuntimeRate, MaxBodyBytes: o.MaxBodyBytes, CacheTTL: o.CacheTTL, LeaseTTL: o.LeaseTTL, InsightInterval: o.InsightInterval, Webhooks: o.Webhooks, WebhookRate: o.WebhookRate, RelayTokenTTL: o.RelayTokenTTL})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}
