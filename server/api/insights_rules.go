@@ -45,28 +45,45 @@ func warnFraction(p store.BudgetPolicy) float64 {
 func (s *Server) detectInsights(ctx context.Context, st store.Insights, ws store.Workspace, actor string, manual bool) (store.DetectResult, error) {
 	now := s.opts.Now().UTC()
 	var findings []store.InsightFinding
-	for _, rule := range []func(context.Context, store.Insights, store.Workspace, time.Time) ([]store.InsightFinding, error){
-		s.denialFindings, s.budgetFindings, s.staleInstallFindings, s.failingRunFindings, s.unguardedFindings,
+	var ran []string // the rules whose read was complete: their cleared insights resolve
+	for _, r := range []struct {
+		name string
+		find ruleFunc
+	}{
+		{sdk.RuleRepeatedDenials, s.denialFindings}, {sdk.RuleBudgetNearCap, s.budgetFindings}, {sdk.RuleInstallStale, s.staleInstallFindings},
+		{sdk.RuleRunsFailing, s.failingRunFindings}, {sdk.RuleUnguardedSession, s.unguardedFindings},
 	} {
-		f, err := rule(ctx, st, ws, now)
+		f, complete, err := r.find(ctx, st, ws, now)
 		if err != nil {
 			return store.DetectResult{}, err
 		}
 		findings = append(findings, f...)
+		if complete {
+			ran = append(ran, r.name)
+		}
 	}
 	trigger := "schedule"
 	if manual {
 		trigger = "manual"
 	}
 	audit := func(r store.DetectResult) store.AuditEntry {
-		if !manual && r.Created == 0 && r.Updated == 0 {
+		if !manual && r.Created == 0 && r.Updated == 0 && len(r.Resolved) == 0 {
 			return store.AuditEntry{}
 		}
-		d, _ := json.Marshal(map[string]any{"trigger": trigger, "findings": len(findings), "created": r.Created, "updated": r.Updated, "unchanged": r.Unchanged})
+		resolved := make([]map[string]string, 0, len(r.Resolved))
+		for _, i := range r.Resolved {
+			resolved = append(resolved, map[string]string{"id": i.ID, "rule": i.Rule, "subject": i.Subject})
+		}
+		d, _ := json.Marshal(map[string]any{"trigger": trigger, "findings": len(findings), "created": r.Created, "updated": r.Updated, "unchanged": r.Unchanged, "resolved": resolved})
 		return store.AuditEntry{WorkspaceID: ws.ID, Actor: actor, Action: "insights.detect", Target: "insights", Detail: d, CreatedAt: now}
 	}
-	return st.ApplyInsightFindings(ctx, ws.ID, findings, now, audit)
+	return st.ApplyInsightFindings(ctx, ws.ID, findings, ran, now, audit)
 }
+
+// ruleFunc is one detection rule: its findings at now, and whether its
+// read was complete (not cut at signalLimit, policy readable), so that a
+// subject it did not find has cleared.
+type ruleFunc func(ctx context.Context, st store.Insights, ws store.Workspace, now time.Time) (findings []store.InsightFinding, complete bool, err error)
 
 // DetectAllInsights runs detection over every live workspace once (the
 // periodic run); it returns how many insights it raised.
@@ -129,15 +146,15 @@ func sessionOfEvents(coll string) string {
 // denialFindings: one tool denied denialThreshold times or more in the
 // window, across the workspace's synced sessions. Evidence: the sessions
 // and the audit entries of the decisions.
-func (s *Server) denialFindings(ctx context.Context, st store.Insights, ws store.Workspace, now time.Time) ([]store.InsightFinding, error) {
+func (s *Server) denialFindings(ctx context.Context, st store.Insights, ws store.Workspace, now time.Time) ([]store.InsightFinding, bool, error) {
 	since := now.Add(-insightWindow)
 	recs, err := st.PermissionDecisions(ctx, ws.ID, since, signalLimit)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	audits, err := st.PermissionDecisionAudit(ctx, ws.ID, since, signalLimit)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	auditOf := map[string]store.AuditEntry{} // "<session>/<seq>"
 	for _, a := range audits {
@@ -204,25 +221,28 @@ func (s *Server) denialFindings(ctx context.Context, st store.Insights, ws store
 			Detail: detail, Evidence: d.evidence, Count: d.n})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Subject < out[j].Subject })
-	return out, nil
+	return out, len(recs) < signalLimit, nil
 }
 
 // budgetFindings: the current period's ledger total at or past the warn
 // fraction of the hard cap (critical once at the cap).
-func (s *Server) budgetFindings(ctx context.Context, st store.Insights, ws store.Workspace, now time.Time) ([]store.InsightFinding, error) {
+func (s *Server) budgetFindings(ctx context.Context, st store.Insights, ws store.Workspace, now time.Time) ([]store.InsightFinding, bool, error) {
 	pol, err := store.ParseBudgetPolicy(ws.BudgetPolicy)
-	if err != nil || pol.HardCap == nil || *pol.HardCap <= 0 {
-		return nil, nil
+	if err != nil {
+		return nil, false, nil // unreadable: no finding, and no conclusion either
+	}
+	if pol.HardCap == nil || *pol.HardCap <= 0 {
+		return nil, true, nil // no cap to be near
 	}
 	period := store.PeriodKey(pol.Period, now)
 	per, err := s.st.LedgerPeriod(ctx, ws.ID, period)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	warn := warnFraction(pol)
 	fraction := float64(per.Total) / float64(*pol.HardCap)
 	if fraction < warn {
-		return nil, nil
+		return nil, true, nil
 	}
 	sev := "warning"
 	if per.Total >= *pol.HardCap {
@@ -234,15 +254,15 @@ func (s *Server) budgetFindings(ctx context.Context, st store.Insights, ws store
 	return []store.InsightFinding{{Rule: sdk.RuleBudgetNearCap, Subject: "period:" + period, Severity: sev,
 		Title:  fmt.Sprintf("Spend in %s is at %d%% of the $%s hard cap ($%s)", period, pct, pol.HardCap.String(), per.Total.String()),
 		Detail: detail, Count: per.Entries,
-		Evidence: []store.EvidenceLink{{Kind: "ledger_period", ID: period, Note: fmt.Sprintf("$%s of $%s", per.Total.String(), pol.HardCap.String())}}}}, nil
+		Evidence: []store.EvidenceLink{{Kind: "ledger_period", ID: period, Note: fmt.Sprintf("$%s of $%s", per.Total.String(), pol.HardCap.String())}}}}, true, nil
 }
 
 // staleInstallFindings: a paired machine (not detached) whose last
 // heartbeat, or pairing when it never sent one, is installStaleAfter old.
-func (s *Server) staleInstallFindings(ctx context.Context, _ store.Insights, ws store.Workspace, now time.Time) ([]store.InsightFinding, error) {
+func (s *Server) staleInstallFindings(ctx context.Context, _ store.Insights, ws store.Workspace, now time.Time) ([]store.InsightFinding, bool, error) {
 	ins, err := s.st.Installs(ctx, ws.ID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var out []store.InsightFinding
 	for _, in := range ins {
@@ -260,7 +280,7 @@ func (s *Server) staleInstallFindings(ctx context.Context, _ store.Insights, ws 
 			Detail: detail, Count: 1,
 			Evidence: []store.EvidenceLink{{Kind: "install", ID: in.ID, Note: "last seen", At: &seen}}})
 	}
-	return out, nil
+	return out, true, nil
 }
 
 // workflowKey names the workflow a run belongs to: its definition id,
@@ -283,10 +303,10 @@ func workflowKey(r store.WorkflowRun) (key, label string) {
 
 // failingRunFindings: failedRunThreshold or more runs of one workflow
 // finished failed in the window.
-func (s *Server) failingRunFindings(ctx context.Context, st store.Insights, ws store.Workspace, now time.Time) ([]store.InsightFinding, error) {
+func (s *Server) failingRunFindings(ctx context.Context, st store.Insights, ws store.Workspace, now time.Time) ([]store.InsightFinding, bool, error) {
 	runs, err := st.FailedRunsSince(ctx, ws.ID, now.Add(-insightWindow), signalLimit)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	type failing struct {
 		label    string
@@ -328,16 +348,16 @@ func (s *Server) failingRunFindings(ctx context.Context, st store.Insights, ws s
 			Detail: detail, Evidence: f.evidence, Count: n})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Subject < out[j].Subject })
-	return out, nil
+	return out, len(runs) < signalLimit, nil
 }
 
 // unguardedFindings: daemon sessions, changed in the window, whose synced
 // governance says no policy or human decided their tool use; one insight
 // per machine.
-func (s *Server) unguardedFindings(ctx context.Context, st store.Insights, ws store.Workspace, now time.Time) ([]store.InsightFinding, error) {
+func (s *Server) unguardedFindings(ctx context.Context, st store.Insights, ws store.Workspace, now time.Time) ([]store.InsightFinding, bool, error) {
 	recs, err := st.SessionsUpdatedSince(ctx, ws.ID, now.Add(-insightWindow), signalLimit)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	type unguarded struct {
 		evidence []store.EvidenceLink
@@ -385,5 +405,5 @@ func (s *Server) unguardedFindings(ctx context.Context, st store.Insights, ws st
 			Detail: detail, Evidence: ev, Count: n})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Subject < out[j].Subject })
-	return out, nil
+	return out, len(recs) < signalLimit, nil
 }

@@ -31,6 +31,15 @@ const (
 	PacketRejected = "rejected"
 )
 
+// An open insight whose rule no longer finds its subject is resolved by
+// detection: dismissed, by InsightResolver, with reason InsightResolved.
+// Such an insight is raised again as soon as its rule finds the subject
+// again, whatever the evidence (a person did not decide about it).
+const (
+	InsightResolver = "system:insights"
+	InsightResolved = "resolved"
+)
+
 // ErrInsightNotAccepted: only an accepted insight is converted.
 var ErrInsightNotAccepted = fmt.Errorf("%w: the insight is not accepted", ErrConflict)
 
@@ -84,6 +93,14 @@ type DetectResult struct {
 	Created, Updated, Unchanged int
 	// Insights are the active insights the findings created or updated.
 	Insights []Insight
+	// Resolved are the open insights this run dismissed because their
+	// rule no longer finds their subject.
+	Resolved []Insight
+}
+
+// resolvedByDetection reports whether detection, not a person, closed i.
+func (i Insight) resolvedByDetection() bool {
+	return i.Status == InsightDismissed && i.StatusChangedBy == InsightResolver && i.StatusReason == InsightResolved
 }
 
 // InsightCount is how many insights of a rule are in a status.
@@ -111,10 +128,13 @@ type Insights interface {
 	// ApplyInsightFindings records one detection run in one transaction:
 	// a finding updates the active insight of its rule and subject, or
 	// creates one when there is none and the last closed one (dismissed or
-	// converted) does not already hold all its evidence. audit, when not
-	// nil, is given the result and its entry is written in the same
-	// transaction (a zero entry writes none).
-	ApplyInsightFindings(ctx context.Context, workspaceID string, findings []InsightFinding, now time.Time, audit func(DetectResult) AuditEntry) (DetectResult, error)
+	// converted) does not already hold all its evidence (or was resolved
+	// by detection). Then every open insight of a rule in ran (the rules
+	// that ran to completion) whose subject no finding names is resolved;
+	// accepted and closed ones are left alone. audit, when not nil, is
+	// given the result and its entry is written in the same transaction
+	// (a zero entry writes none).
+	ApplyInsightFindings(ctx context.Context, workspaceID string, findings []InsightFinding, ran []string, now time.Time, audit func(DetectResult) AuditEntry) (DetectResult, error)
 	Insight(ctx context.Context, workspaceID, id string) (Insight, error)
 	// ListInsights pages a workspace's insights in seq order; status and
 	// rule filter when not empty.
@@ -194,7 +214,7 @@ func mergeEvidence(cur, add []EvidenceLink) ([]EvidenceLink, bool) {
 	return out, grew
 }
 
-func (s *DB) ApplyInsightFindings(ctx context.Context, workspaceID string, findings []InsightFinding, now time.Time, audit func(DetectResult) AuditEntry) (DetectResult, error) {
+func (s *DB) ApplyInsightFindings(ctx context.Context, workspaceID string, findings []InsightFinding, ran []string, now time.Time, audit func(DetectResult) AuditEntry) (DetectResult, error) {
 	var res DetectResult
 	apply := func(tx *Tx) error {
 		res = DetectResult{}
@@ -202,6 +222,9 @@ func (s *DB) ApplyInsightFindings(ctx context.Context, workspaceID string, findi
 			if err := applyFinding(tx, workspaceID, f, now, &res); err != nil {
 				return err
 			}
+		}
+		if err := resolveCleared(tx, workspaceID, findings, ran, now, &res); err != nil {
+			return err
 		}
 		if audit != nil {
 			return insertAudit(tx, audit(res))
@@ -246,6 +269,8 @@ func applyFinding(tx *Tx, workspaceID string, f InsightFinding, now time.Time, r
 		last.Title, last.Severity, last.Detail, last.Evidence, last.Count, last.LastSeenAt, last.UpdatedAt = f.Title, f.Severity, f.Detail, ev, f.Count, now, now
 		res.Insights = append(res.Insights, last)
 		return nil
+	case last.resolvedByDetection():
+		// The condition cleared and is back: raise it again.
 	default:
 		// Closed: a person decided about this evidence; only new evidence
 		// raises the subject again.
@@ -265,6 +290,47 @@ func applyFinding(tx *Tx, workspaceID string, f InsightFinding, now time.Time, r
 	}
 	res.Created++
 	res.Insights = append(res.Insights, in)
+	return nil
+}
+
+// resolveCleared dismisses, as resolved, the open insights of the rules
+// in ran that no finding names. The update is conditional on the status,
+// so of two detections racing to resolve one insight only one does (and
+// reports it), and an insight a person accepted meanwhile stays accepted.
+func resolveCleared(tx *Tx, workspaceID string, findings []InsightFinding, ran []string, now time.Time, res *DetectResult) error {
+	if len(ran) == 0 {
+		return nil
+	}
+	found := make(map[string]bool, len(findings))
+	for _, f := range findings {
+		found[f.Rule+"\x00"+f.Subject] = true
+	}
+	for _, rule := range ran {
+		rows, err := tx.Query(`SELECT `+insightCols+` FROM insights WHERE workspace_id = ? AND rule = ? AND status = ? ORDER BY seq`, workspaceID, rule, InsightOpen)
+		if err != nil {
+			return fmt.Errorf("read open insights: %w", err)
+		}
+		open, err := collect(rows, scanInsight)
+		if err != nil {
+			return fmt.Errorf("read open insights: %w", err)
+		}
+		for _, in := range open {
+			if found[in.Rule+"\x00"+in.Subject] {
+				continue
+			}
+			r, err := tx.Exec(`UPDATE insights SET status = ?, status_changed_by = ?, status_changed_at = ?, status_reason = ?, updated_at = ? WHERE seq = ? AND status = ?`,
+				InsightDismissed, InsightResolver, ts(now), InsightResolved, ts(now), in.Seq, InsightOpen)
+			if err != nil {
+				return fmt.Errorf("resolve insight: %w", err)
+			}
+			if n, _ := r.RowsAffected(); n == 0 {
+				continue
+			}
+			at := now
+			in.Status, in.StatusChangedBy, in.StatusChangedAt, in.StatusReason, in.UpdatedAt = InsightDismissed, InsightResolver, &at, InsightResolved, now
+			res.Resolved = append(res.Resolved, in)
+		}
+	}
 	return nil
 }
 

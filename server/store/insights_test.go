@@ -32,7 +32,7 @@ func TestInsightsConformance(t *testing.T) {
 			audited++
 			return AuditEntry{WorkspaceID: "w1", Actor: "test", Action: "insights.detect", Target: "insights", Detail: json.RawMessage(fmt.Sprintf(`{"created":%d}`, r.Created))}
 		}
-		res, err := s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Bash", "s1", "s2", "s3")}, now, aud)
+		res, err := s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Bash", "s1", "s2", "s3")}, nil, now, aud)
 		if err != nil || res.Created != 1 || len(res.Insights) != 1 {
 			t.Fatalf("first detection: %+v %v", res, err)
 		}
@@ -41,12 +41,12 @@ func TestInsightsConformance(t *testing.T) {
 			t.Fatalf("created: %+v", first)
 		}
 		// Again, same facts: unchanged, same insight, last seen moves.
-		res, err = s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Bash", "s1", "s2", "s3")}, now.Add(time.Minute), nil)
+		res, err = s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Bash", "s1", "s2", "s3")}, nil, now.Add(time.Minute), nil)
 		if err != nil || res.Created != 0 || res.Unchanged != 1 || res.Insights[0].ID != first.ID {
 			t.Fatalf("second detection: %+v %v", res, err)
 		}
 		// New evidence: updated, merged.
-		res, err = s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Bash", "s3", "s4")}, now.Add(2*time.Minute), nil)
+		res, err = s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Bash", "s3", "s4")}, nil, now.Add(2*time.Minute), nil)
 		if err != nil || res.Updated != 1 {
 			t.Fatalf("third detection: %+v %v", res, err)
 		}
@@ -64,7 +64,7 @@ func TestInsightsConformance(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, err := s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Write", "s9"), finding("tool:Bash", "s1")}, now, nil); err != nil {
+				if _, err := s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Write", "s9"), finding("tool:Bash", "s1")}, nil, now, nil); err != nil {
 					t.Errorf("concurrent detection: %v", err)
 				}
 			}()
@@ -84,11 +84,11 @@ func TestInsightsConformance(t *testing.T) {
 		if err != nil || dismissed.Status != InsightDismissed || dismissed.StatusChangedBy != "user:1" {
 			t.Fatalf("dismiss: %+v %v", dismissed, err)
 		}
-		res, _ = s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Bash", "s1", "s4")}, now, nil)
+		res, _ = s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Bash", "s1", "s4")}, nil, now, nil)
 		if res.Created != 0 || res.Unchanged != 1 {
 			t.Fatalf("dismissed insight raised again by old evidence: %+v", res)
 		}
-		res, _ = s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Bash", "s1", "s5")}, now, nil)
+		res, _ = s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Bash", "s1", "s5")}, nil, now, nil)
 		if res.Created != 1 || res.Insights[0].ID == first.ID {
 			t.Fatalf("new evidence after dismissal: %+v", res)
 		}
@@ -246,4 +246,141 @@ func mustUser(t *testing.T, s *DB) int64 {
 		t.Fatal(err)
 	}
 	return u.ID
+}
+
+// Detection resolves an open insight whose rule, having run, no longer
+// finds its subject: dismissed by InsightResolver with reason
+// InsightResolved, once, on both engines. Rules that did not run,
+// accepted and converted insights are left alone; a resolved subject
+// found again is raised again even by the evidence it had.
+func TestInsightsResolvedWhenCleared(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e engine) {
+		ctx := context.Background()
+		s := e.open(t)
+		now := time.Now().UTC().Truncate(time.Second)
+		const rd = "repeated_denials"
+		budget := InsightFinding{Rule: "budget_near_cap", Subject: "period:2026-10", Title: "near cap", Count: 1, Evidence: []EvidenceLink{{Kind: "ledger_period", ID: "2026-10"}}}
+		res, err := s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Bash", "s1"), finding("tool:Write", "s2"), finding("tool:Read", "s3"), finding("tool:Edit", "s4"), budget}, nil, now, nil)
+		if err != nil || res.Created != 5 {
+			t.Fatalf("raise: %+v %v", res, err)
+		}
+		ids := map[string]string{}
+		for _, i := range res.Insights {
+			ids[i.Subject] = i.ID
+		}
+		setStatus := func(id, status string) {
+			t.Helper()
+			if _, err := s.UpdateInsight(ctx, "w1", id, func(i *Insight) error { i.Status = status; return nil }, AuditEntry{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setStatus(ids["tool:Read"], InsightAccepted)
+		setStatus(ids["tool:Edit"], InsightAccepted)
+		if _, _, err := s.ConvertInsight(ctx, "w1", ids["tool:Edit"], now, func(Insight, *ReviewPacket) {}, AuditEntry{}); err != nil {
+			t.Fatal(err)
+		}
+
+		// Only Write is still found: Bash resolves; Read (accepted), Edit
+		// (converted) and the budget insight (its rule did not run) stay.
+		later := now.Add(time.Hour)
+		aud := DetectResult{}
+		res, err = s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Write", "s2")}, []string{rd}, later, func(r DetectResult) AuditEntry {
+			aud = r
+			return AuditEntry{WorkspaceID: "w1", Actor: InsightResolver, Action: "insights.detect", Target: "insights"}
+		})
+		if err != nil || len(res.Resolved) != 1 || res.Resolved[0].ID != ids["tool:Bash"] || res.Unchanged != 1 || len(aud.Resolved) != 1 {
+			t.Fatalf("resolve: %+v %v", res, err)
+		}
+		want := map[string]string{"tool:Bash": InsightDismissed, "tool:Write": InsightOpen, "tool:Read": InsightAccepted, "tool:Edit": InsightConverted, "period:2026-10": InsightOpen}
+		for subj, st := range want {
+			got, err := s.Insight(ctx, "w1", ids[subj])
+			if err != nil || got.Status != st {
+				t.Fatalf("%s: %+v %v, want %s", subj, got, err, st)
+			}
+		}
+		bash, _ := s.Insight(ctx, "w1", ids["tool:Bash"])
+		if bash.StatusChangedBy != InsightResolver || bash.StatusReason != InsightResolved || bash.StatusChangedAt == nil || !bash.StatusChangedAt.Equal(later) || !bash.LastSeenAt.Equal(now) {
+			t.Fatalf("resolved insight: %+v", bash)
+		}
+		// Again: nothing left to resolve. Another workspace's run touches none.
+		if res, err = s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Write", "s2")}, []string{rd}, later, nil); err != nil || len(res.Resolved) != 0 {
+			t.Fatalf("second resolve: %+v %v", res, err)
+		}
+		if res, err = s.ApplyInsightFindings(ctx, "w2", nil, []string{rd, "budget_near_cap"}, later, nil); err != nil || len(res.Resolved) != 0 {
+			t.Fatalf("another workspace resolved: %+v %v", res, err)
+		}
+		// The budget rule runs and finds nothing: its insight resolves.
+		if res, err = s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Write", "s2")}, []string{rd, "budget_near_cap"}, later, nil); err != nil || len(res.Resolved) != 1 || res.Resolved[0].Subject != "period:2026-10" {
+			t.Fatalf("budget resolve: %+v %v", res, err)
+		}
+
+		// Bash found again with the very evidence it had: a new open insight.
+		res, err = s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Bash", "s1"), finding("tool:Write", "s2")}, []string{rd}, later.Add(time.Hour), nil)
+		if err != nil || res.Created != 1 || len(res.Resolved) != 0 {
+			t.Fatalf("raise again: %+v %v", res, err)
+		}
+		var again Insight
+		for _, i := range res.Insights {
+			if i.Subject == "tool:Bash" {
+				again = i
+			}
+		}
+		if again.ID == "" || again.ID == ids["tool:Bash"] || again.Status != InsightOpen {
+			t.Fatalf("raised again: %+v", res.Insights)
+		}
+		// A person reopening the resolved one beside it: conflict, as any twin.
+		if _, err := s.UpdateInsight(ctx, "w1", ids["tool:Bash"], func(i *Insight) error { i.Status = InsightOpen; return nil }, AuditEntry{}); !errors.Is(err, ErrConflict) {
+			t.Fatalf("reopen beside the raised twin: %v", err)
+		}
+
+		// Twenty detections at once, half finding Glob and half not: every
+		// run succeeds, each resolution is reported by exactly one run, and
+		// at most one Glob insight is active at the end.
+		if _, err := s.ApplyInsightFindings(ctx, "w1", []InsightFinding{finding("tool:Glob", "g1")}, nil, now, nil); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		reported := 0
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var f []InsightFinding
+				if i%2 == 1 {
+					f = []InsightFinding{finding("tool:Glob", "g1")}
+				}
+				r, err := s.ApplyInsightFindings(ctx, "w1", f, []string{rd}, later, nil)
+				if err != nil {
+					t.Errorf("concurrent detection: %v", err)
+					return
+				}
+				mu.Lock()
+				for _, x := range r.Resolved {
+					if x.Subject == "tool:Glob" {
+						reported++
+					}
+				}
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		globs, err := s.ListInsights(ctx, "w1", "", rd, ListOptions{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		active, resolved := 0, 0
+		for _, i := range globs {
+			switch {
+			case i.Subject != "tool:Glob":
+			case i.Active():
+				active++
+			case i.resolvedByDetection():
+				resolved++
+			}
+		}
+		if active > 1 || resolved != reported || resolved == 0 {
+			t.Fatalf("after 20 racing detections: %d active, %d resolved, %d reported resolved", active, resolved, reported)
+		}
+	})
 }
