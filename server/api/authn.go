@@ -478,6 +478,11 @@ type runtimeThrottle struct {
 type grant struct {
 	tokens float64
 	until  time.Time
+	// fetch is held while this replica takes tokens for the key from the
+	// database, so that requests arriving together wait for one chunk
+	// instead of each taking a chunk: otherwise 60 simultaneous requests
+	// would take 60 chunks and find the shared bucket empty.
+	fetch sync.Mutex
 }
 
 const (
@@ -507,13 +512,16 @@ func (t *runtimeThrottle) allow(ctx context.Context, key string, now time.Time) 
 	if t.mem != nil {
 		return t.mem.allow(key, now)
 	}
-	t.mu.Lock()
-	if g := t.grants[key]; g != nil && g.tokens >= 1 && now.Before(g.until) {
-		g.tokens--
-		t.mu.Unlock()
+	g, ok := t.spend(key, now)
+	if ok {
 		return 0, true
 	}
-	t.mu.Unlock()
+	g.fetch.Lock()
+	defer g.fetch.Unlock()
+	// Another request may have fetched while this one waited.
+	if _, ok := t.spend(key, now); ok {
+		return 0, true
+	}
 	want := t.chunk()
 	held, err := t.shared.TakeBucket(ctx, runtimeThrottleName, key, t.rate, t.burst, want, now)
 	if err != nil {
@@ -526,15 +534,30 @@ func (t *runtimeThrottle) allow(ctx context.Context, key string, now time.Time) 
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !now.Before(g.until) {
+		g.tokens = 0 // tokens left from an expired grant are lost
+	}
+	g.tokens += got - 1
+	g.until = now.Add(runtimeGrantTTL)
+	return 0, true
+}
+
+// spend takes one token of key's live grant on this replica, and returns
+// the grant (created when missing) to fetch into when there is none.
+func (t *runtimeThrottle) spend(key string, now time.Time) (*grant, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	g := t.grants[key]
-	if g == nil || !now.Before(g.until) {
+	if g == nil {
 		if len(t.grants) > 100000 {
 			clear(t.grants)
 		}
 		g = &grant{}
 		t.grants[key] = g
 	}
-	g.tokens += got - 1
-	g.until = now.Add(runtimeGrantTTL)
-	return 0, true
+	if g.tokens >= 1 && now.Before(g.until) {
+		g.tokens--
+		return g, true
+	}
+	return g, false
 }
