@@ -24,6 +24,7 @@ type insightWorld struct {
 	s                    *servertest.Server
 	owner, admin, member servertest.User
 	laptop, oldBox       string // install ids
+	daemon               string // the laptop's token
 	unguardedSession     string // session record id
 	runs                 []string
 	ri                   string // /api/resources/{ws}/insights
@@ -57,6 +58,7 @@ func newInsightWorld(t *testing.T, o servertest.Options) *insightWorld {
 	lap := dataOf(expect(t, do(t, s, "POST", "/api/workspaces/"+ws+"/installs", w.owner.Token, map[string]any{"name": "laptop"}), 201, "install"))
 	w.laptop = lap["id"].(string)
 	daemon := lap["issue_token"].(string)
+	w.daemon = daemon
 	syncSession(t, s, daemon, "s-unguarded", false, [2]string{"Bash", "deny"}, [2]string{"Bash", "deny"}, [2]string{"Bash", "allow"}, [2]string{"Write", "deny"}, [2]string{"Bash", "deny"})
 	syncSession(t, s, daemon, "s-guarded", true, [2]string{"Bash", "deny"}, [2]string{"Write", "deny"})
 	sessions := expect(t, do(t, s, "GET", "/api/resources/"+ws+"/sessions", w.owner.Token, nil), 200, "sessions")
