@@ -5,7 +5,9 @@ import (
 	"crypto/ecdh"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"reeve.dev/reeve/daemon/control"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/sdk/remote"
 	"reeve.dev/reeve/server/servertest"
 )
 
@@ -83,8 +87,17 @@ func (c *exchangeCounter) counts() (ok, fail int) {
 	return len(c.ok), len(c.fail)
 }
 
-// pairedLink pairs a machine with a real server and runs its relay link.
-func pairedLink(t *testing.T, s *servertest.Server, rt http.RoundTripper, log *syncBuffer) *Link {
+// paired is a machine paired with a real server, its relay link running.
+type paired struct {
+	link   *Link
+	user   servertest.User
+	anchor *ecdh.PrivateKey
+	creds  home.RelayCredentials
+}
+
+// pairedLink pairs a machine with a real server and runs its relay link,
+// serving channels with serve.
+func pairedLink(t *testing.T, s *servertest.Server, rt http.RoundTripper, log *syncBuffer, serve func(context.Context, control.FrameConn)) paired {
 	t.Helper()
 	ctx := context.Background()
 	u := s.NewUser("renew@example.com")
@@ -105,12 +118,13 @@ func pairedLink(t *testing.T, s *servertest.Server, rt http.RoundTripper, log *s
 		t.Fatalf("collect the credential: %+v %v", st, err)
 	}
 	rc := st.RelayCredentials
+	creds := home.RelayCredentials{
+		InstallID: rc.InstallID, WorkspaceID: rc.WorkspaceID, IssueToken: rc.IssueToken,
+		ServerURL: rc.ServerURL, RelayURL: rc.RelayURL, AutoUnlock: true,
+	}
 	l, err := New(Options{
-		Credentials: home.RelayCredentials{
-			InstallID: rc.InstallID, WorkspaceID: rc.WorkspaceID, IssueToken: rc.IssueToken,
-			ServerURL: rc.ServerURL, RelayURL: rc.RelayURL, AutoUnlock: true,
-		},
-		Anchor: anchor, Serve: ackServer, DaemonID: "D1", Log: log,
+		Credentials: creds,
+		Anchor:      anchor, Serve: serve, DaemonID: "D1", Log: log,
 		HTTPClient: &http.Client{Transport: rt, Timeout: 30 * time.Second},
 		MinBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second,
 	})
@@ -122,7 +136,7 @@ func pairedLink(t *testing.T, s *servertest.Server, rt http.RoundTripper, log *s
 	go func() { l.Run(runCtx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	waitFor(t, 20*time.Second, log, "the link to connect", func() bool { return l.Status().Link == wire.RelayConnected })
-	return l
+	return paired{link: l, user: u, anchor: anchor, creds: creds}
 }
 
 func waitFor(t *testing.T, within time.Duration, log *syncBuffer, what string, cond func() bool) {
@@ -147,7 +161,7 @@ func TestShortRelayTokensRenewAtTheirCadence(t *testing.T) {
 	s := servertest.Start(t, servertest.Options{RelayTokenTTL: ttl})
 	counter := &exchangeCounter{base: http.DefaultTransport}
 	log := &syncBuffer{}
-	l := pairedLink(t, s, counter, log)
+	l := pairedLink(t, s, counter, log, ackServer).link
 
 	// Cadence: count the exchanges over a window that spans about two
 	// renewals. Renewing at 2/3 of the life (less up to a tenth of jitter)
@@ -193,4 +207,96 @@ func TestShortRelayTokensRenewAtTheirCadence(t *testing.T) {
 		return strings.Contains(log.String(), "renewed the relay token after ") && l.Status().Link == wire.RelayConnected &&
 			l.Status().TokenExpiresAt.After(time.Now())
 	})
+}
+
+// helloRecorder serves channels like ackServer and keeps the access token
+// of every hello each channel receives.
+type helloRecorder struct {
+	mu       sync.Mutex
+	channels int
+	hellos   []string // access tokens, in order, of every channel
+}
+
+func (h *helloRecorder) serve(ctx context.Context, fc control.FrameConn) {
+	h.mu.Lock()
+	h.channels++
+	h.mu.Unlock()
+	if fc.WriteFrame(ctx, []byte(`{"type":"hello","protocol_version":1,"version":"test","daemon_id":"D1"}`)) != nil {
+		return
+	}
+	for {
+		f, err := fc.ReadFrame(ctx)
+		if err != nil {
+			return
+		}
+		var env struct {
+			Type, ID    string
+			AccessToken string `json:"access_token"`
+		}
+		if json.Unmarshal(f, &env) != nil {
+			continue
+		}
+		if env.Type == "hello" {
+			h.mu.Lock()
+			h.hellos = append(h.hellos, env.AccessToken)
+			h.mu.Unlock()
+			continue
+		}
+		ack, _ := json.Marshal(map[string]any{"type": "ack", "id": env.ID, "ok": true, "result": json.RawMessage(f)})
+		if fc.WriteFrame(ctx, ack) != nil {
+			return
+		}
+	}
+}
+
+func (h *helloRecorder) seen() (channels int, hellos []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.channels, append([]string(nil), h.hellos...)
+}
+
+// The Go client keeps a live channel past its first access token: with
+// 10-second tokens it presents fresh ones in new hellos on the same
+// channel, as the web page does, instead of being closed at expiry and
+// reconnecting.
+func TestRemoteClientRefreshesAccessOnItsChannel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits through several token lifetimes")
+	}
+	s := servertest.Start(t, servertest.Options{RelayTokenTTL: 10 * time.Second})
+	log := &syncBuffer{}
+	rec := &helloRecorder{}
+	p := pairedLink(t, s, http.DefaultTransport, log, rec.serve)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := remote.Dial(ctx, remote.Options{
+		RelayURL: p.creds.RelayURL, WorkspaceID: p.creds.WorkspaceID, RuntimeTargetID: p.creds.InstallID,
+		Anchor: p.anchor.PublicKey().Bytes(), Token: remote.WorkspaceToken(p.user.Client, p.user.Workspace),
+		Logf: func(format string, args ...any) { fmt.Fprintf(log, format+"\n", args...) },
+	})
+	if err != nil {
+		t.Fatalf("dial: %v; log:\n%s", err, log.String())
+	}
+	defer c.Close()
+	waitFor(t, 30*time.Second, log, "two access refreshes", func() bool { _, h := rec.seen(); return len(h) >= 3 })
+	channels, hellos := rec.seen()
+	if channels != 1 {
+		t.Fatalf("the client reconnected instead of refreshing: %d channels; log:\n%s", channels, log.String())
+	}
+	seen := map[string]bool{}
+	for i, tok := range hellos {
+		if tok == "" || seen[tok] {
+			t.Fatalf("hello %d presented an empty or repeated access token", i)
+		}
+		seen[tok] = true
+	}
+	if n := c.Refreshes(); n < 2 {
+		t.Fatalf("the client counts %d refreshes", n)
+	}
+	// The channel still answers after the first token has expired.
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if _, err := c.Launch(rctx, wire.LaunchRequest{Directory: "/work", Prompt: "after refreshes"}); err != nil {
+		t.Fatalf("request after the refreshes: %v; log:\n%s", err, log.String())
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/coder/websocket"
 
@@ -46,6 +47,15 @@ type channel struct {
 	ws     *websocket.Conn
 	sess   *e2e.Session
 	access string // the access token the hello presents
+
+	// wmu orders frames: the protocol client's and the access refresher's
+	// hellos share the channel's sealing counter.
+	wmu sync.Mutex
+	// ctx ends (and done closes) when the channel does, which stops its
+	// access refresher.
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   <-chan struct{}
 }
 
 // AccessToken implements wireclient.AccessTokenHolder.
@@ -187,7 +197,8 @@ func handshake(ctx context.Context, ws *websocket.Conn, anchor []byte, fingerpri
 		return nil, adm, nil, err
 	}
 	sess.SetMaxMessage(maxMessage)
-	return &channel{ws: ws, sess: sess}, adm, anchor, nil
+	cctx, cancel := context.WithCancel(context.Background())
+	return &channel{ws: ws, sess: sess, ctx: cctx, cancel: cancel, done: cctx.Done()}, adm, anchor, nil
 }
 
 // maxMessage bounds one control-protocol frame from the daemon.
@@ -199,6 +210,7 @@ func (c *channel) ReadFrame(ctx context.Context) ([]byte, error) {
 	for {
 		p, err := readPayload(ctx, c.ws)
 		if err != nil {
+			c.cancel()
 			return nil, err
 		}
 		msg, done, err := c.sess.Open(p)
@@ -214,11 +226,14 @@ func (c *channel) ReadFrame(ctx context.Context) ([]byte, error) {
 
 // WriteFrame seals one control-protocol frame and sends it.
 func (c *channel) WriteFrame(ctx context.Context, msg []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	return c.sess.Seal(msg, func(f []byte) error { return writePayload(ctx, c.ws, f) })
 }
 
 // Close ends the relayed connection.
 func (c *channel) Close(reason string) error {
+	c.cancel()
 	return c.ws.Close(websocket.StatusNormalClosure, reason)
 }
 

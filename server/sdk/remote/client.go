@@ -65,6 +65,7 @@ type Client struct {
 	mu        sync.Mutex
 	anchor    []byte
 	admission e2e.Admission
+	refreshes int
 }
 
 // Dial connects, verifies the daemon's anchor and exchanges hellos. A
@@ -122,6 +123,7 @@ func (c *Client) Anchor() []byte {
 // connect dials the relay and runs the key exchange: one transport of the
 // protocol client.
 func (c *Client) connect(ctx context.Context, opts Options) (wireclient.Transport, error) {
+	got := time.Now()
 	held := &accessHeld{}
 	tctx := context.WithValue(context.WithValue(ctx, targetKey{}, opts.RuntimeTargetID), accessKey{}, held)
 	tok, err := opts.Token(tctx)
@@ -155,6 +157,7 @@ func (c *Client) connect(ctx context.Context, opts Options) (wireclient.Transpor
 	c.mu.Lock()
 	c.anchor, c.admission = anchor, adm
 	c.mu.Unlock()
+	go c.keepAccessFresh(ch, opts, got)
 	return ch, nil
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/ecdh"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"reeve.dev/reeve/server/sdk/e2e"
 )
@@ -43,5 +45,30 @@ func TestDialChecksOptionsFirst(t *testing.T) {
 	o.Anchor, o.RuntimeTargetID = k.PublicKey().Bytes(), ""
 	if _, err := Dial(context.Background(), o); err == nil || !strings.Contains(err.Error(), "RuntimeTargetID") {
 		t.Fatalf("no runtime target: %v", err)
+	}
+}
+
+func TestAccessRefreshPlan(t *testing.T) {
+	claims := base64.RawURLEncoding.EncodeToString([]byte(`{"exp":1767323045,"wid":"W"}`))
+	exp, ok := accessExpiry("h." + claims + ".s")
+	if !ok || exp.Unix() != 1767323045 {
+		t.Fatalf("exp %v %v", exp, ok)
+	}
+	for _, bad := range []string{"", "opaque", "a.b", "h.!!.s", "h." + base64.RawURLEncoding.EncodeToString([]byte(`{"wid":"W"}`)) + ".s"} {
+		if _, ok := accessExpiry(bad); ok {
+			t.Errorf("%q read as having an expiry", bad)
+		}
+	}
+	got := time.Unix(1767323045, 0)
+	for _, life := range []time.Duration{10 * time.Second, 10 * time.Minute} {
+		for _, j := range []float64{0, 0.999} {
+			left := got.Add(life).Sub(refreshAt(got, got.Add(life), j))
+			if left < life/3 || left > life/3+life/10+time.Millisecond {
+				t.Errorf("a %s token (jitter %.3f) is refreshed %s before expiry", life, j, left)
+			}
+		}
+	}
+	if at := refreshAt(got, got.Add(-time.Minute), 0.5); at.Sub(got) < time.Second {
+		t.Errorf("an expired-looking token is refreshed after %s, under the one-second floor", at.Sub(got))
 	}
 }

@@ -17,13 +17,21 @@ import (
 // dialled (runtime_target_id), which the client presents in its hello.
 func WorkspaceToken(c *sdk.Client, workspace string) TokenSource {
 	var mu sync.Mutex
-	cur := map[string]sdk.RelayToken{}
+	type heldToken struct {
+		sdk.RelayToken
+		life time.Duration
+	}
+	cur := map[string]heldToken{}
 	return func(ctx context.Context) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		target, _ := ctx.Value(targetKey{}).(string)
 		t := cur[target]
-		if t.Token == "" || time.Until(t.ExpiresAt) <= 30*time.Second {
+		h, _ := ctx.Value(accessKey{}).(*accessHeld)
+		// A token is reused for new connections while it has more than
+		// 30 seconds (or, for short-lived tokens, a third of its life)
+		// left; an access refresh always gets a new one.
+		if t.Token == "" || (h != nil && h.fresh) || time.Until(t.ExpiresAt) <= min(30*time.Second, t.life/3) {
 			body := map[string]any{}
 			if target != "" {
 				body["runtime_target_id"] = target
@@ -32,10 +40,10 @@ func WorkspaceToken(c *sdk.Client, workspace string) TokenSource {
 			if _, err := c.Do(ctx, http.MethodPost, "/api/workspaces/"+url.PathEscape(workspace)+"/relay-token", body, &r); err != nil {
 				return "", err
 			}
-			t = r.Data
+			t = heldToken{RelayToken: r.Data, life: time.Until(r.Data.ExpiresAt)}
 			cur[target] = t
 		}
-		if h, ok := ctx.Value(accessKey{}).(*accessHeld); ok {
+		if h != nil {
 			h.token = t.AccessToken
 		}
 		return t.Token, nil
@@ -48,7 +56,10 @@ func WorkspaceToken(c *sdk.Client, workspace string) TokenSource {
 type (
 	targetKey  struct{}
 	accessKey  struct{}
-	accessHeld struct{ token string }
+	accessHeld struct {
+		token string
+		fresh bool // a refresh: do not reuse a cached token
+	}
 )
 
 // StaticToken is a TokenSource that always returns tok.

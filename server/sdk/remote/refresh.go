@@ -1,0 +1,123 @@
+package remote
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"reeve.dev/reeve/daemon/wire"
+)
+
+// A remote client's access token expires with its relay token (10 minutes
+// by default, as little as 10 seconds with reeve server --relay-token-ttl),
+// and the daemon closes a channel whose token ran out. Like the web page,
+// the client gets a fresh token before then and presents it in a new hello
+// on the same channel, so a live channel (and its subscriptions) outlives
+// its first token and a role changed on the control plane counts from the
+// next refresh.
+
+// accessExpiry reads the exp of an access token (a JWT). It does not
+// verify the token: the daemon does; the client only plans its refresh.
+func accessExpiry(token string) (time.Time, bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return time.Time{}, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}, false
+	}
+	var c struct {
+		Exp int64 `json:"exp"`
+	}
+	if json.Unmarshal(b, &c) != nil || c.Exp == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(c.Exp, 0), true
+}
+
+// refreshAt is when an access token obtained at got and expiring at
+// expires is replaced: two thirds into its life, up to a tenth of the life
+// earlier at random, and never sooner than a second after it was obtained.
+func refreshAt(got, expires time.Time, jitter float64) time.Time {
+	life := expires.Sub(got)
+	wait := life*2/3 - time.Duration(jitter*float64(life/10))
+	return got.Add(max(wait, time.Second))
+}
+
+// keepAccessFresh presents a fresh access token on ch before the current
+// one expires, until the channel ends. A failure to get one is tried
+// again, sooner as expiry nears; if the token runs out anyway the daemon
+// closes the channel and the client reconnects with a fresh one. An
+// AccessToken source that returns the same token again ends the refreshes.
+func (c *Client) keepAccessFresh(ch *channel, opts Options, got time.Time) {
+	cur := ch.access
+	exp, ok := accessExpiry(cur)
+	if !ok || !exp.After(got) {
+		return // no access token, not one this client can read, or one already spent
+	}
+	at := refreshAt(got, exp, rand.Float64())
+	for {
+		t := time.NewTimer(time.Until(at))
+		select {
+		case <-ch.done:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		tok, nexp, err := c.freshAccess(ch.ctx, opts)
+		if err == nil && tok != cur {
+			hello, _ := json.Marshal(wire.Hello{Type: wire.TypeHello, ProtocolVersion: wire.ProtocolVersion, Version: Version, AccessToken: tok})
+			if err = ch.WriteFrame(ch.ctx, hello); err != nil {
+				return // the channel dropped: the reconnection gets a fresh token
+			}
+			c.mu.Lock()
+			c.refreshes++
+			c.mu.Unlock()
+			cur, got, exp = tok, time.Now(), nexp
+			at = refreshAt(got, exp, rand.Float64())
+			continue
+		}
+		if err == nil {
+			return // a source that hands out one fixed token cannot refresh it
+		}
+		retry := max(time.Second, min(5*time.Second, time.Until(exp)/2))
+		if opts.Logf != nil && ch.ctx.Err() == nil {
+			opts.Logf("remote: refresh the access token: %v; trying again in %s", err, retry.Round(time.Millisecond))
+		}
+		at = time.Now().Add(retry)
+	}
+}
+
+// freshAccess gets a new access token from the client's token sources.
+func (c *Client) freshAccess(ctx context.Context, opts Options) (string, time.Time, error) {
+	held := &accessHeld{fresh: true}
+	tctx := context.WithValue(context.WithValue(ctx, targetKey{}, opts.RuntimeTargetID), accessKey{}, held)
+	if _, err := opts.Token(tctx); err != nil {
+		return "", time.Time{}, fmt.Errorf("get a relay token: %w", err)
+	}
+	tok := held.token
+	if opts.AccessToken != nil {
+		var err error
+		if tok, err = opts.AccessToken(tctx); err != nil {
+			return "", time.Time{}, fmt.Errorf("get an access token: %w", err)
+		}
+	}
+	exp, ok := accessExpiry(tok)
+	if !ok {
+		return "", time.Time{}, errors.New("the token source gave no readable access token")
+	}
+	return tok, exp, nil
+}
+
+// Refreshes counts the access tokens presented again on live channels.
+func (c *Client) Refreshes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refreshes
+}
