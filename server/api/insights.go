@@ -29,7 +29,7 @@ func insightRoutes() []Route {
 		typed("POST", ri+"/{insight}/convert", "convertResourceInsight", tag, 201, "ReviewPacketResponse").success(200, 201).role("admin").errs(404, 409).
 			summary("Convert an accepted insight into a review packet carrying its evidence (201); 409 unless the insight is accepted"),
 		typed("POST", ri+"/detect", "detectResourceInsights", tag, 201, "InsightCollectionResponse").success(200, 201).role("admin").
-			summary("Run the detection rules now: 201 when an insight was raised, else 200; the active insights the rules found, with what changed in meta. Audited"),
+			summary("Run the detection rules now: 201 when an insight was raised, else 200; the active insights the rules found, with what changed in meta (open insights whose condition cleared are resolved: dismissed by system:insights, reason resolved). Audited"),
 		typed("GET", ri+"/summary", "getResourceInsightsSummary", tag, 200, "InsightSummaryResponse").
 			summary("Insights by rule and status, review packets by status, and (owners and admins) the ledger's current period against the hard cap"),
 	}
@@ -183,7 +183,8 @@ func (s *Server) detectInsightsNow(c *call) (int, any, error) {
 		out.Data = append(out.Data, insightOut(i))
 	}
 	out.Meta.Count = len(out.Data)
-	out.Meta.Created, out.Meta.Updated, out.Meta.Unchanged = &res.Created, &res.Updated, &res.Unchanged
+	resolved := len(res.Resolved)
+	out.Meta.Created, out.Meta.Updated, out.Meta.Unchanged, out.Meta.Resolved = &res.Created, &res.Updated, &res.Unchanged, &resolved
 	status := 200
 	if res.Created > 0 {
 		status = 201

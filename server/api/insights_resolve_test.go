@@ -41,7 +41,10 @@ func testInsightsResolved(t *testing.T, o servertest.Options) {
 	resolved := map[string]bool{}
 	detectResolves := func(what string, keys ...string) {
 		t.Helper()
-		expect(t, do(t, s, "POST", ri+"/detect", w.admin.Token, nil), 200, what)
+		a := expect(t, do(t, s, "POST", ri+"/detect", w.admin.Token, nil), 200, what)
+		if n := a.JSON["meta"].(map[string]any)["resolved"]; n != float64(len(keys)) {
+			t.Fatalf("%s: meta.resolved is %v, want %d", what, n, len(keys))
+		}
 		for _, k := range keys {
 			resolved[k] = true
 		}

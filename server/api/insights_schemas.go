@@ -78,6 +78,7 @@ func insightResponseSchemas() map[string]schema {
 			"count": tInt(), "next_after": tInt(),
 			"created": described(tInt(), "detect: insights raised"), "updated": described(tInt(), "detect: insights whose facts changed"),
 			"unchanged": described(tInt(), "detect: findings that changed nothing"),
+			"resolved":  described(tInt(), "detect: open insights whose condition cleared, now dismissed by system:insights with reason resolved"),
 		})}),
 		"InsightSummaryResponse": object([]string{"data"}, schema{"data": object([]string{"total", "by_status", "by_rule", "review_packets", "ledger"}, schema{
 			"total": tInt(), "by_status": counts, "by_rule": schema{"type": "object", "additionalProperties": counts}, "review_packets": counts,

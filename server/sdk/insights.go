@@ -90,6 +90,9 @@ type InsightMeta struct {
 	Created   *int  `json:"created,omitempty"`
 	Updated   *int  `json:"updated,omitempty"`
 	Unchanged *int  `json:"unchanged,omitempty"`
+	// Resolved: detect's open insights whose condition cleared (now
+	// dismissed by system:insights, reason resolved).
+	Resolved *int `json:"resolved,omitempty"`
 }
 
 // InsightUpdateRequest changes an insight's status.
