@@ -168,6 +168,13 @@ func (s *Server) scope(c *call) error {
 	switch c.route.Scope {
 	case ScopeNone:
 		return nil
+	}
+	if c.p.Kind == auth.KindWebhook {
+		// A delivery acts only through its ingestion route, which scopes
+		// itself by the verified source: it is never a member anywhere.
+		return forbidden("a webhook delivery cannot act in a workspace outside its ingestion route")
+	}
+	switch c.route.Scope {
 	case ScopePath:
 		id = c.r.PathValue("workspace")
 	case ScopeCaller:

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"reeve.dev/reeve/server/auth"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/store"
 )
@@ -314,12 +315,35 @@ func toSDK(r store.Record) (sdk.Record, error) {
 
 func (c *call) audit(action, target string, detail any) store.AuditEntry {
 	e := store.AuditEntry{WorkspaceID: c.workspaceID(), Actor: c.p.Actor(), Action: action, Target: target, CreatedAt: c.now()}
+	if c.p.Kind == auth.KindWebhook {
+		detail = withDelivery(detail, c.p.DeliveryID)
+	}
 	if detail != nil {
 		if b, err := json.Marshal(detail); err == nil {
 			e.Detail = b
 		}
 	}
 	return e
+}
+
+// withDelivery adds the delivery id to an audit detail written on behalf of
+// a webhook delivery, so the entry leads back to what the provider sent.
+// A detail that is not a JSON object is kept as it is.
+func withDelivery(detail any, deliveryID string) any {
+	switch d := detail.(type) {
+	case nil:
+		return map[string]any{"delivery_id": deliveryID}
+	case map[string]any:
+		out := make(map[string]any, len(d)+1)
+		for k, v := range d {
+			out[k] = v
+		}
+		if _, taken := out["delivery_id"]; !taken {
+			out["delivery_id"] = deliveryID
+		}
+		return out
+	}
+	return detail
 }
 
 func (c *call) listRecords(collection string, status int) (int, any, error) {

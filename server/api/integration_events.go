@@ -138,7 +138,7 @@ func (s *Server) createEvent(c *call) (int, any, error) {
 		}
 		return 0, nil, err
 	}
-	routed, err := s.routeEvent(c, c.ws.ID, rec.ID, c.p.Actor())
+	routed, err := s.routeEvent(c, c.ws.ID, rec.ID)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -151,7 +151,7 @@ func (s *Server) retryRouting(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if _, err := s.routeEvent(c, c.ws.ID, r.ID, c.p.Actor()); err != nil {
+	if _, err := s.routeEvent(c, c.ws.ID, r.ID); err != nil {
 		return 0, nil, err
 	}
 	_, ev, err := c.event()

@@ -176,7 +176,7 @@ func (rd routeDef) prompt(ev sdk.IntegrationEvent) (string, error) {
 // routeEvent evaluates the event against the current routes, creates the
 // work of each new match, and writes the routing onto the event. A route
 // that already created work for this event is not run again.
-func (s *Server) routeEvent(c *call, ws, eventID, actor string) (sdk.Routing, error) {
+func (s *Server) routeEvent(c *call, ws, eventID string) (sdk.Routing, error) {
 	ctx := c.ctx()
 	rec, err := s.st.Record(ctx, ws, integrationEventCollection, eventID)
 	if err != nil {
@@ -222,8 +222,10 @@ func (s *Server) routeEvent(c *call, ws, eventID, actor string) (sdk.Routing, er
 	if len(routing.Matched) > 0 {
 		emit = []store.OutboundEvent{{Kind: sdk.EventIntegrationRouted, Data: map[string]any{"integration_event_id": ev.ID, "kind": ev.Kind, "provider": ev.Provider, "matched": routing.Matched}}}
 	}
-	audit := store.AuditEntry{WorkspaceID: ws, Actor: actor, Action: "integration_event.route", Target: eventID, CreatedAt: c.now(),
-		Detail: mustJSON(map[string]any{"attempt": routing.Attempt, "matched": len(routing.Matched)}), Emit: emit}
+	// The caller is who routes: the delivery's webhook, or the member who
+	// recorded the event or retried its routing.
+	audit := c.audit("integration_event.route", eventID, map[string]any{"attempt": routing.Attempt, "matched": len(routing.Matched)})
+	audit.WorkspaceID, audit.Emit = ws, emit
 	_, err = s.st.UpdateRecordIf(ctx, ws, integrationEventCollection, eventID, func(r *store.Record) error {
 		var attrs map[string]any
 		if err := json.Unmarshal(r.Attributes, &attrs); err != nil {

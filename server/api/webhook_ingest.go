@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"reeve.dev/reeve/server/auth"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/store"
 	"reeve.dev/reeve/server/webhooks"
@@ -171,6 +172,9 @@ func (s *Server) ingest(provider string) handlerFunc {
 		if err := d.normalize(c.r.Header, now); err != nil {
 			return 0, nil, err
 		}
+		// Verified and identified: what the delivery causes from here is
+		// done as the provider's webhook, not as nobody.
+		c.p = auth.Principal{Kind: auth.KindWebhook, Workspace: d.ws, Provider: provider, DeliveryID: d.id}
 		return s.storeEvent(c, d)
 	}
 }
@@ -356,9 +360,9 @@ func (s *Server) storeEvent(c *call, d *delivery) (int, any, error) {
 		return 0, nil, err
 	}
 	rec := store.Record{ID: newRecordID(), WorkspaceID: d.ws, Collection: integrationEventCollection, NaturalKey: key, Attributes: attrs,
-		CreatedBy: "webhook:" + d.provider, CreatedAt: now, UpdatedAt: now}
-	audit := store.AuditEntry{WorkspaceID: d.ws, Actor: "webhook:" + d.provider, Action: "integration_event.received", Target: rec.ID, CreatedAt: now,
-		Detail: mustJSON(map[string]any{"kind": d.kind, "delivery_id": d.id, "secret": d.verif.Secret})}
+		CreatedBy: c.p.Actor(), CreatedAt: now, UpdatedAt: now}
+	audit := c.audit("integration_event.received", rec.ID, map[string]any{"kind": d.kind, "secret": d.verif.Secret})
+	audit.WorkspaceID = d.ws
 	if err := s.st.CreateRecord(c.ctx(), &rec, audit); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			// A concurrent copy of the same delivery won.
@@ -368,7 +372,7 @@ func (s *Server) storeEvent(c *call, d *delivery) (int, any, error) {
 		return 0, nil, err
 	}
 	ev.ID = rec.ID
-	routed, err := s.routeEvent(c, d.ws, rec.ID, "webhook:"+d.provider)
+	routed, err := s.routeEvent(c, d.ws, rec.ID)
 	if err != nil {
 		// The event is stored; retry-routing can route it later.
 		s.log.Warn("route integration event", "event", rec.ID, "err", err)

@@ -135,6 +135,7 @@ func testWebhookIngest(t *testing.T, o servertest.Options) {
 	if run["agent"] != "claude" || run["prompt"] != "Fix the flaky login test" || run["status"] != "queued" || run["repo"] != "o/r" {
 		t.Fatalf("queued run: %v", run)
 	}
+	expectWebhookActor(t, s, owner, evID, runID, "d-1")
 
 	// A label the route does not ask for starts nothing.
 	a = expect(t, postCodeHost(t, s, owner.Workspace, secret, "d-2", "issues", issueLabeled(8, "docs", "x")), 201, "other label")
@@ -158,6 +159,12 @@ func testWebhookIngest(t *testing.T, o servertest.Options) {
 	expect(t, do(t, s, "POST", "/api/webhooks/code-host/events?workspace="+owner.Workspace, "", body, "X-GitHub-Delivery", "d-5", "X-GitHub-Event", "issues"), 401, "unsigned")
 	expect(t, postCodeHost(t, s, "01ARZ3NDEKTSV4RRFFQ69G5FAV", secret, "d-6", "issues", body), 401, "unknown workspace")
 	expect(t, postCodeHost(t, s, "", secret, "d-6", "issues", body), 401, "no workspace")
+	// What a provider holds is no credential elsewhere: neither the secret
+	// nor a valid signature opens a user route.
+	for _, tok := range []string{secret, webhooksig.SignCodeHost([]byte(secret), body)} {
+		expect(t, do(t, s, "GET", "/api/workflow-runs", tok, nil, "X-Reeve-Workspace", owner.Workspace), 401, "a webhook secret as a bearer")
+		expect(t, do(t, s, "GET", "/api/workspaces/"+owner.Workspace+"/audit", tok, nil), 401, "a webhook signature as a bearer")
+	}
 	// Valid signature, not JSON: 422, nothing stored.
 	expect(t, postCodeHost(t, s, owner.Workspace, secret, "d-7", "issues", []byte(`{"action": "labeled",`)), 422, "malformed JSON")
 	expect(t, postCodeHost(t, s, owner.Workspace, secret, "", "issues", body), 422, "no delivery id")
@@ -286,6 +293,45 @@ func testWebhookIngest(t *testing.T, o servertest.Options) {
 	payload := verifyPacket(t, s, pk.Body)
 	if !strings.Contains(string(payload), `"delivery_id":"d-1"`) || !strings.Contains(string(payload), "work.yaml#second") || !strings.Contains(string(payload), `"result":"verified"`) {
 		t.Fatalf("audit packet payload: %s", payload)
+	}
+}
+
+// expectWebhookActor checks that what a verified code-host delivery caused
+// (its event, the routing, the run its route queued and the run's history)
+// names the provider's webhook and the delivery, and that nothing in the
+// workspace's audit log was done by nobody.
+func expectWebhookActor(t *testing.T, s *servertest.Server, u servertest.User, eventID, runID, delivery string) {
+	t.Helper()
+	const actor = "webhook:code-host"
+	run := dataOf(expect(t, do(t, s, "GET", "/api/workflow-runs/"+runID, u.Token, nil, "X-Reeve-Workspace", u.Workspace), 200, "get run"))
+	if run["created_by"] != actor {
+		t.Errorf("run created_by = %v, want %s", run["created_by"], actor)
+	}
+	evs := expect(t, do(t, s, "POST", "/api/workflow-runs/"+runID+"/events", u.Token, `{}`, "X-Reeve-Workspace", u.Workspace), 200, "run events")
+	list, _ := evs.JSON["data"].([]any)
+	if len(list) == 0 || list[0].(map[string]any)["kind"] != sdk.RunEventCreated || list[0].(map[string]any)["actor"] != actor {
+		t.Errorf("the run's created event does not name %s: %s", actor, evs.Body)
+	}
+	au := expect(t, do(t, s, "GET", "/api/workspaces/"+u.Workspace+"/audit?limit=1000", u.Token, nil), 200, "audit")
+	entries, _ := au.JSON["data"].([]any)
+	want := map[string]string{"integration_event.received": eventID, "integration_event.route": eventID, "workflow_run.create": "workflow-runs/" + runID}
+	for _, it := range entries {
+		e := it.(map[string]any)
+		if e["actor"] == "anonymous" || e["actor"] == "" {
+			t.Errorf("an audit entry names no actor: %v", e)
+		}
+		target, ok := want[e["action"].(string)]
+		if !ok || e["target"] != target {
+			continue
+		}
+		detail, _ := e["detail"].(map[string]any)
+		if e["actor"] != actor || detail["delivery_id"] != delivery {
+			t.Errorf("audit %s: actor %v, delivery %v; want %s, %s", e["action"], e["actor"], detail["delivery_id"], actor, delivery)
+		}
+		delete(want, e["action"].(string))
+	}
+	if len(want) > 0 {
+		t.Errorf("audit entries missing: %v in %s", want, au.Body)
 	}
 }
 

@@ -60,6 +60,12 @@ const (
 	// KindRunner is a team worker, by its managed executor's runner
 	// credential (rwc_) or by one lease's token (rwl_, LeaseID set).
 	KindRunner
+	// KindWebhook is a provider's delivery whose signature verified
+	// against the workspace's inbound source. No credential yields it: the
+	// ingestion handler sets it after the check, so that what the delivery
+	// causes (its event, the runs its routes queue) names the provider
+	// rather than nobody. It is refused wherever a workspace is scoped.
+	KindWebhook
 )
 
 // Principal is who is calling. Workspace is fixed for daemons and relay
@@ -76,6 +82,9 @@ type Principal struct {
 	// presented a lease token, which is good for that lease alone.
 	ExecutorID string
 	LeaseID    string
+	// Provider and DeliveryID name a webhook delivery (KindWebhook).
+	Provider   string
+	DeliveryID string
 }
 
 // Actor is the audit-log name of p.
@@ -91,6 +100,8 @@ func (p Principal) Actor() string {
 		return "relay-service"
 	case KindRunner:
 		return "executor:" + p.ExecutorID
+	case KindWebhook:
+		return "webhook:" + p.Provider
 	default:
 		return "anonymous"
 	}
