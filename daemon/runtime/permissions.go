@@ -400,7 +400,7 @@ func (m *Manager) recordDecision(sessionID string, d hookbridge.Decision) {
 	}
 }
 
-// approvalsPage is how many events approvals reads at a time.
+// approvalsPage is how many decision events approvals reads at a time.
 const approvalsPage = 1000
 
 // approvals is the manifest's list of decisions, built from the session's
@@ -412,15 +412,14 @@ func (m *Manager) approvals(ctx context.Context, sessionID string) ([]wire.Appro
 	out := []wire.Approval{}
 	after := int64(0)
 	for {
-		evs, err := m.opts.Store.Events(ctx, sessionID, after, approvalsPage)
+		// Only the decisions: a long session's log is mostly output, and a
+		// manifest read must not cost a scan of it.
+		evs, err := m.opts.Store.EventsOfKind(ctx, sessionID, wire.KindPermissionDecision, after, approvalsPage)
 		if err != nil {
 			return nil, fmt.Errorf("read the decisions of session %s: %w", sessionID, err)
 		}
 		for _, e := range evs {
 			after = e.Seq
-			if e.Kind != wire.KindPermissionDecision {
-				continue
-			}
 			var d wire.PermissionDecision
 			if json.Unmarshal(e.Data, &d) != nil {
 				continue

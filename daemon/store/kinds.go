@@ -1,0 +1,40 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// EventsOfKind returns up to limit events of one kind of a session with
+// seq > afterSeq, in seq order; limit <= 0 means no limit. It seeks the
+// (session_id, kind, seq) index, so its cost follows the events of that
+// kind, not the length of the session's log: a long session's rare
+// events (permission decisions among output chunks) stay cheap to list.
+func (s *Store) EventsOfKind(ctx context.Context, sessionID, kind string, afterSeq int64, limit int) ([]Event, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT seq, ts, data FROM events INDEXED BY events_session_kind
+		WHERE session_id = ? AND kind = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, kind, afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read %s events of %s: %w", kind, sessionID, err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		e := Event{SessionID: sessionID, Kind: kind}
+		var ts int64
+		if err := rows.Scan(&e.Seq, &ts, &e.Data); err != nil {
+			return nil, fmt.Errorf("read %s events of %s: %w", kind, sessionID, err)
+		}
+		e.TS = fromNanos(ts)
+		if e.Data == nil {
+			e.Data = []byte{}
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read %s events of %s: %w", kind, sessionID, err)
+	}
+	return out, nil
+}
