@@ -180,6 +180,11 @@ func TestShortRelayTokensRenewAtTheirCadence(t *testing.T) {
 	if elapsed < 2*5*time.Second {
 		t.Fatalf("two renewals of a %s token within %s: earlier than 2/3 of its life; log:\n%s", ttl, elapsed, log.String())
 	}
+	counter.mu.Lock()
+	for i := 1; i < len(counter.ok); i++ {
+		t.Logf("exchange %d came %s after the one before", i+1, counter.ok[i].Sub(counter.ok[i-1]).Round(time.Millisecond))
+	}
+	counter.mu.Unlock()
 	if s := l.Status(); s.Link != wire.RelayConnected || !s.TokenExpiresAt.After(time.Now()) {
 		t.Fatalf("after renewals the link is %+v", s)
 	}
@@ -194,6 +199,7 @@ func TestShortRelayTokensRenewAtTheirCadence(t *testing.T) {
 	waitFor(t, 15*time.Second, log, "a renewal to fail", func() bool { _, f := counter.counts(); return f >= 1 })
 	time.Sleep(3 * time.Second)
 	_, failed := counter.counts()
+	t.Logf("%d renewal attempts in the 3 s after the first failure", failed)
 	if failed < 3 || failed > 10 {
 		t.Fatalf("%d renewal attempts in the 3 s after the first failure, want 3..10 (an exponential backoff); log:\n%s", failed, log.String())
 	}
