@@ -27,6 +27,7 @@ var tagDescriptions = map[string]string{
 	"Support":              "Support access (spec 4.8).",
 	"Insights":             "Insights (spec 4.9).",
 	"Workflow Runs":        "Workflow runs (spec 4.10).",
+	"Workflow Definitions": "Stored, versioned workflow YAML that runs and preflight resolve (an extension; docs/workers.md).",
 	"Runtime":              "Daemon-facing and internal routes (spec 4.11).",
 	"Team Resources":       "A workspace's shared project configuration (.reeve/ bundles) that `reeve team-resource sync` commits (docs/team-resources.md).",
 	"Integration Webhooks": "Outbound integration webhooks (spec 4.12).",
