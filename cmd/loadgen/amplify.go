@@ -9,13 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"reeve.dev/reeve/daemon/controlclient"
-	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
 )
 
@@ -34,34 +32,12 @@ func amplify(args []string) error {
 	mb := fs.Int("mb", 64, "MiB of random bytes, printed as base64")
 	line := fs.Int("line", 4000, "base64 line length")
 	fs.Parse(args)
-	tmp, err := os.MkdirTemp("", "loadgen-")
+	sd, err := startScratchDaemon(*reeve)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	dir := home.Dir(filepath.Join(tmp, "home"))
-	work := filepath.Join(tmp, "work")
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		return err
-	}
-	run := func(args ...string) error {
-		cmd := exec.Command(*reeve, args...)
-		cmd.Env = append(os.Environ(), "REEVE_HOME="+string(dir))
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("reeve %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-		return nil
-	}
-	if err := run("start", "--listen", "127.0.0.1:0"); err != nil {
-		return err
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			run("stop", "--force", "--timeout", "10")
-		}
-	}()
+	defer sd.close()
+	dir, work := sd.dir, sd.work
 	ctx := context.Background()
 	cl, _, err := controlclient.FromHome(dir, 30*time.Second)
 	if err != nil {
@@ -125,10 +101,9 @@ func amplify(args []string) error {
 		return err
 	}
 	conn.Close()
-	if err := run("stop", "--timeout", "30"); err != nil {
+	if err := sd.stop(); err != nil {
 		return err
 	}
-	stopped = true
 	size := func(p string) int64 {
 		fi, err := os.Stat(p)
 		if err != nil {

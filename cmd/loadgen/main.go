@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -119,29 +118,12 @@ func follow(args []string) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "loadgen-")
+	sd, err := startScratchDaemon(*reeve)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	dir := home.Dir(filepath.Join(tmp, "home"))
-	work := filepath.Join(tmp, "work")
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		return err
-	}
-	run := func(args ...string) error {
-		cmd := exec.Command(*reeve, args...)
-		cmd.Env = append(os.Environ(), "REEVE_HOME="+string(dir))
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("reeve %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-		return nil
-	}
-	if err := run("start", "--listen", "127.0.0.1:0"); err != nil {
-		return err
-	}
-	defer run("stop", "--force", "--timeout", "10")
+	defer sd.close()
+	dir, work := sd.dir, sd.work
 	ctx := context.Background()
 	cl, _, err := controlclient.FromHome(dir, 30*time.Second)
 	if err != nil {

@@ -33,14 +33,8 @@ func (a *API) getManifest(w http.ResponseWriter, r *http.Request) {
 // listEvents is a one-shot read of a session's log after a seq: the
 // non-following `logs`, and a backfill for clients that reconnect.
 func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if _, err := a.opts.Sessions.Session(r.Context(), id); err != nil {
-		writeSessionError(w, err)
-		return
-	}
-	after, err := intParam(r, "after_seq", 0)
-	if err != nil || after < 0 {
-		writeError(w, http.StatusUnprocessableEntity, wire.CodeInvalid, "after_seq must be a non-negative integer")
+	id, after, ok := a.sessionAfter(w, r)
+	if !ok {
 		return
 	}
 	limit, err := intParam(r, "limit", 1000)
@@ -72,14 +66,8 @@ const streamPage = 4096
 // until_seq-after_seq lines when the log holds that much (seqs have no
 // gaps), so a client can tell a cut stream from a whole one.
 func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if _, err := a.opts.Sessions.Session(r.Context(), id); err != nil {
-		writeSessionError(w, err)
-		return
-	}
-	after, err := intParam(r, "after_seq", 0)
-	if err != nil || after < 0 {
-		writeError(w, http.StatusUnprocessableEntity, wire.CodeInvalid, "after_seq must be a non-negative integer")
+	id, after, ok := a.sessionAfter(w, r)
+	if !ok {
 		return
 	}
 	until, err := intParam(r, "until_seq", 0)
@@ -113,6 +101,23 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	bw.Flush()
+}
+
+// sessionAfter resolves the two reads' common inputs: the session of the
+// path, which must exist, and after_seq. It answers the error itself and
+// reports false when either is wrong.
+func (a *API) sessionAfter(w http.ResponseWriter, r *http.Request) (id string, after int64, ok bool) {
+	id = r.PathValue("id")
+	if _, err := a.opts.Sessions.Session(r.Context(), id); err != nil {
+		writeSessionError(w, err)
+		return "", 0, false
+	}
+	after, err := intParam(r, "after_seq", 0)
+	if err != nil || after < 0 {
+		writeError(w, http.StatusUnprocessableEntity, wire.CodeInvalid, "after_seq must be a non-negative integer")
+		return "", 0, false
+	}
+	return id, after, true
 }
 
 func intParam(r *http.Request, name string, def int64) (int64, error) {
