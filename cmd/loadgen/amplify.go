@@ -37,13 +37,9 @@ func amplify(args []string) error {
 		return err
 	}
 	defer sd.close()
-	dir, work := sd.dir, sd.work
+	dir := sd.dir
 	ctx := context.Background()
-	cl, _, err := controlclient.FromHome(dir, 30*time.Second)
-	if err != nil {
-		return err
-	}
-	d, err := cl.AddDirectory(ctx, work)
+	cl, dirID, err := sd.client(ctx)
 	if err != nil {
 		return err
 	}
@@ -53,7 +49,7 @@ func amplify(args []string) error {
 	}
 	defer conn.Close()
 	t0 := time.Now()
-	si, err := conn.Launch(ctx, wire.LaunchRequest{Directory: d.Directory.ID, Agent: "shell",
+	si, err := conn.Launch(ctx, wire.LaunchRequest{Directory: dirID, Agent: "shell",
 		Prompt: fmt.Sprintf("head -c %d /dev/urandom | base64 -w %d", *mb<<20, *line)})
 	if err != nil {
 		return err

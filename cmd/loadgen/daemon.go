@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"reeve.dev/reeve/daemon/controlclient"
 	"reeve.dev/reeve/daemon/home"
 )
 
@@ -36,6 +39,20 @@ func startScratchDaemon(reeve string) (*scratchDaemon, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// client connects to the daemon's REST API and registers the work
+// directory, whose id sessions are launched in.
+func (d *scratchDaemon) client(ctx context.Context) (*controlclient.Client, string, error) {
+	cl, _, err := controlclient.FromHome(d.dir, 30*time.Second)
+	if err != nil {
+		return nil, "", err
+	}
+	added, err := cl.AddDirectory(ctx, d.work)
+	if err != nil {
+		return nil, "", err
+	}
+	return cl, added.Directory.ID, nil
 }
 
 // run runs one reeve command against the daemon's home.

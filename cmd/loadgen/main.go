@@ -123,13 +123,9 @@ func follow(args []string) error {
 		return err
 	}
 	defer sd.close()
-	dir, work := sd.dir, sd.work
+	dir := sd.dir
 	ctx := context.Background()
-	cl, _, err := controlclient.FromHome(dir, 30*time.Second)
-	if err != nil {
-		return err
-	}
-	d, err := cl.AddDirectory(ctx, work)
+	cl, dirID, err := sd.client(ctx)
 	if err != nil {
 		return err
 	}
@@ -146,7 +142,7 @@ func follow(args []string) error {
 			if n > 0 {
 				name = fmt.Sprintf("loaded-%d", n)
 			}
-			p, err := runPhase(ctx, dir, cl, d.Directory.ID, prompt, n, pid)
+			p, err := runPhase(ctx, dir, cl, dirID, prompt, n, pid)
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
