@@ -152,12 +152,31 @@ func Steps(t testing.TB, ctx context.Context, what string, actions ...chromedp.A
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, StepTimeout)
 	defer cancel()
-	if err := chromedp.Do(sctx, actions...); err != nil {
-		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		html, _ := chromedp.Run(hctx, chromedp.OuterHTML(chromedp.CSS("body")))
-		t.Fatalf("%s: %v\npage: %s", what, err, html)
+	for _, a := range actions {
+		err := chromedp.Do(sctx, a)
+		// A page script (the notification feed in the header, for one)
+		// changed the document between the action's query and its use of
+		// the node, so the action did nothing: run it again.
+		for attempt := 0; attempt < 3 && nodeVanished(err); attempt++ {
+			err = chromedp.Do(sctx, a)
+		}
+		if err != nil {
+			hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			html, _ := chromedp.Run(hctx, chromedp.OuterHTML(chromedp.CSS("body")))
+			t.Fatalf("%s: %v\npage: %s", what, err, html)
+		}
 	}
+}
+
+// nodeVanished reports Chromium's answers for a node id that no longer
+// names a node in the document.
+func nodeVanished(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "No node with given id found") || strings.Contains(msg, "Could not find node with given id")
 }
 
 // Read runs one browser query.
@@ -172,7 +191,7 @@ func Read[T any](t testing.TB, ctx context.Context, a chromedp.Action[T]) T {
 		}
 		// The page's script replaced the node between the query and the
 		// read: query again.
-		if attempt < 3 && strings.Contains(err.Error(), "No node with given id found") {
+		if attempt < 3 && nodeVanished(err) {
 			continue
 		}
 		t.Fatalf("browser query: %v", err)
