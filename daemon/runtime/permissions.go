@@ -100,6 +100,7 @@ func (m *Manager) Hook(ctx context.Context, sessionID string, payload []byte) (w
 	if sess.Status.Terminal() {
 		return wire.HookAnswer{}, sessionErr(wire.CodeNotRunning, "session %s has ended (%s)", sessionID, sess.Status)
 	}
+	m.awaitLaunch(ctx, sessionID)
 	if err := m.bindAgentSession(ctx, sessionID, in.SessionID); err != nil {
 		return wire.HookAnswer{}, err
 	}
@@ -125,6 +126,7 @@ type toolQuery struct {
 // already decided gets that decision, so that one tool use is decided
 // once whichever layers it passes; otherwise the gate decides it.
 func (m *Manager) decideInBand(ctx context.Context, sessionID string, u agents.ToolUse) agents.Verdict {
+	m.awaitLaunch(ctx, sessionID)
 	sess, err := m.session(ctx, sessionID)
 	if err != nil {
 		return agents.Verdict{Reason: "reeve cannot find the session: " + err.Error(), DecidedBy: "daemon"}

@@ -29,6 +29,9 @@ type slot struct {
 	exited bool
 	// freed is closed when the slot is released.
 	freed chan struct{}
+	// launch holds a turn's agent events until its launch is recorded
+	// (launchgate.go); nil for a worktree operation.
+	launch *launchGate
 }
 
 // endingWait bounds how long a request waits for a turn whose process has
@@ -80,6 +83,9 @@ func (m *Manager) reserve(sessionID, op string) (*slot, error) {
 		}
 	}
 	sl := &slot{op: op, freed: make(chan struct{})}
+	if op == "" {
+		sl.launch = newLaunchGate()
+	}
 	m.slots[sessionID] = sl
 	return sl, nil
 }
