@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"context"
 	"sync"
 
 	"reeve.dev/reeve/agents"
@@ -12,64 +11,74 @@ import (
 // environment are what the adapter actually executed), and by then the
 // agent may already be writing: its first output would be appended by the
 // adapter's reader before the daemon appends the launch, and a fast hook
-// or in-band permission request likewise. So each turn has a gate, shut
-// while the turn starts: the agent's events are held in order, hook calls
-// and in-band decisions of the session wait, and once the launch is
-// recorded (or the start failed) the gate opens, writing the held events
-// first.
+// call or in-band permission request likewise. So each turn has a gate,
+// shut while the turn starts, through which the records of what the agent
+// does pass: while it is shut they are held in order, and once the launch
+// is recorded (or the start failed) it opens, writing them first.
+//
+// Nothing waits at the gate: an agent's start may itself depend on a hook
+// being answered (Claude Code runs its SessionStart hook before it answers
+// the initialize request the adapter waits for), so a hook call is decided
+// at once and only its records are held.
 
-// launchGate orders a turn's agent events after its launch event.
+// launchGate orders a turn's agent records after its launch event.
 type launchGate struct {
 	mu     sync.Mutex
-	open   bool
-	held   []agents.Event
-	opened chan struct{}
+	opened bool
+	held   []func()
 }
 
-func newLaunchGate() *launchGate { return &launchGate{opened: make(chan struct{})} }
+func newLaunchGate() *launchGate { return &launchGate{} }
 
-// pass writes ev once the gate is open, holding it until then. Writes are
-// serialized, so events from the adapter's several readers keep the order
-// in which they passed.
-func (g *launchGate) pass(ev agents.Event, write func(agents.Event)) {
+// pass runs write once the gate is open, holding it until then. Writes
+// are serialized, so records from the adapter's readers and from hook
+// calls keep the order in which they passed.
+func (g *launchGate) pass(write func()) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.open {
-		g.held = append(g.held, ev)
+	if !g.opened {
+		g.held = append(g.held, write)
 		return
 	}
-	write(ev)
+	write()
 }
 
-// openWith writes the held events, then lets every later one through.
-// Opening twice does nothing.
-func (g *launchGate) openWith(write func(agents.Event)) {
+// open writes what was held, then lets everything through. Opening twice
+// does nothing.
+func (g *launchGate) open() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.open {
+	if g.opened {
 		return
 	}
-	for _, ev := range g.held {
-		write(ev)
+	for _, write := range g.held {
+		write()
 	}
-	g.held, g.open = nil, true
-	close(g.opened)
+	g.held, g.opened = nil, true
 }
 
-// awaitLaunch waits, when the session's turn is starting, until its launch
-// is recorded: a hook call or an in-band permission request is the agent
-// acting, whose record must follow the launch. It returns at once for a
-// session without a starting turn, and gives up with ctx.
-func (m *Manager) awaitLaunch(ctx context.Context, sessionID string) {
+// recordAgent records an event of what a session's agent did (a hook call,
+// a permission request or decision), after the running turn's launch.
+func (m *Manager) recordAgent(sessionID, kind string, data any) {
+	write := func() { m.record(sessionID, kind, data) }
 	m.mu.Lock()
 	sl := m.slots[sessionID]
 	m.mu.Unlock()
 	if sl == nil || sl.launch == nil {
+		write()
 		return
 	}
-	select {
-	case <-sl.launch.opened:
-	case <-sl.freed:
-	case <-ctx.Done():
+	sl.launch.pass(write)
+}
+
+// emitAfterLaunch is the Emit of a turn whose slot is sl: the agent's
+// events pass its launch gate.
+func (m *Manager) emitAfterLaunch(sessionID string, sl *slot) agents.Emit {
+	return func(ev agents.Event) {
+		sl.launch.pass(func() {
+			if err := m.appendEvent(sessionID, ev.Kind, ev.Data); err != nil && !lostWrite(err) {
+				m.logFailure(sessionID, "record "+ev.Kind+" event", err)
+			}
+		})
 	}
 }

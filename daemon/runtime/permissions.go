@@ -100,11 +100,10 @@ func (m *Manager) Hook(ctx context.Context, sessionID string, payload []byte) (w
 	if sess.Status.Terminal() {
 		return wire.HookAnswer{}, sessionErr(wire.CodeNotRunning, "session %s has ended (%s)", sessionID, sess.Status)
 	}
-	m.awaitLaunch(ctx, sessionID)
 	if err := m.bindAgentSession(ctx, sessionID, in.SessionID); err != nil {
 		return wire.HookAnswer{}, err
 	}
-	m.record(sessionID, wire.KindHookEvent, wire.HookEvent{Event: in.HookEventName, Tool: in.ToolName, ToolUseID: in.ToolUseID, Input: in.ToolInput})
+	m.recordAgent(sessionID, wire.KindHookEvent, wire.HookEvent{Event: in.HookEventName, Tool: in.ToolName, ToolUseID: in.ToolUseID, Input: in.ToolInput})
 	if in.HookEventName != "PreToolUse" {
 		return wire.HookAnswer{}, nil
 	}
@@ -126,7 +125,6 @@ type toolQuery struct {
 // already decided gets that decision, so that one tool use is decided
 // once whichever layers it passes; otherwise the gate decides it.
 func (m *Manager) decideInBand(ctx context.Context, sessionID string, u agents.ToolUse) agents.Verdict {
-	m.awaitLaunch(ctx, sessionID)
 	sess, err := m.session(ctx, sessionID)
 	if err != nil {
 		return agents.Verdict{Reason: "reeve cannot find the session: " + err.Error(), DecidedBy: "daemon"}
@@ -156,7 +154,7 @@ func (m *Manager) decideToolUse(ctx context.Context, sess store.Session, q toolQ
 		Mode:   m.mode(ctx, sessionID),
 		Broker: m.broker,
 		Asked: func(req hookbridge.Request) {
-			m.record(sessionID, wire.KindPermissionRequest, req)
+			m.recordAgent(sessionID, wire.KindPermissionRequest, req)
 			m.logFailure(sessionID, "set status", m.setStatusFrom(m.ctx, sessionID, store.StatusRunning, store.StatusWaitingPermission, "waiting for a decision on "+req.Tool))
 			m.Notify(control.Notice{SessionID: sessionID, Frame: wire.HookPermissionRequest{Type: wire.TypeHookPermissionRequest, Request: req}})
 		},
@@ -393,7 +391,7 @@ func clipText(s string, n int) string {
 // of those events (approvals), so a decision costs one append however
 // many came before it.
 func (m *Manager) recordDecision(sessionID string, d hookbridge.Decision) {
-	m.record(sessionID, wire.KindPermissionDecision, d)
+	m.recordAgent(sessionID, wire.KindPermissionDecision, d)
 	if d.RequestID != "" {
 		if len(m.broker.Pending(sessionID)) == 0 {
 			m.logFailure(sessionID, "set status", m.setStatusFrom(m.ctx, sessionID, store.StatusWaitingPermission, store.StatusRunning, ""))

@@ -379,13 +379,8 @@ func (m *Manager) startTurn(sessionID string, tp turnParams) error {
 		m.release(sessionID, sl)
 		return sessionErr(wire.CodeLaunchFailed, "session %s: %v", sessionID, err)
 	}
-	write := func(ev agents.Event) {
-		if err := m.appendEvent(sessionID, ev.Kind, ev.Data); err != nil && !lostWrite(err) {
-			fmt.Fprintf(m.opts.Log, "worker: session %s: record %s event: %v\n", sessionID, ev.Kind, err)
-		}
-	}
-	// The agent's events wait for its launch event (launchgate.go).
-	emit := func(ev agents.Event) { sl.launch.pass(ev, write) }
+	// The agent's events come after its launch event (launchgate.go).
+	emit := m.emitAfterLaunch(sessionID, sl)
 	if tp.resume != "" {
 		m.notePolicy(ctx, sessionID) // edited between turns
 	}
@@ -399,7 +394,7 @@ func (m *Manager) startTurn(sessionID string, tp turnParams) error {
 		}, emit)
 	}
 	if err != nil {
-		sl.launch.openWith(write) // what the agent said before it failed
+		sl.launch.open() // what the agent did before it failed
 		reason := fmt.Sprintf("agent %s could not start: %v", tp.adapter.ID(), err)
 		m.endTurn(sessionID, store.StatusFailed, reason, agents.TurnResult{})
 		m.release(sessionID, sl)
@@ -409,7 +404,7 @@ func (m *Manager) startTurn(sessionID string, tp turnParams) error {
 	m.started(sl, proc)
 	// Before the turn can end, so the launch counts this turn.
 	m.recordLaunch(ctx, sessionID, proc, tp.adapter, tp.workdir)
-	sl.launch.openWith(write)
+	sl.launch.open()
 	go func() {
 		defer m.turns.Done()
 		res := proc.Wait()

@@ -104,6 +104,9 @@ func (m *Manager) started(sl *slot, proc agents.Process) {
 
 // release frees the session's slot, if sl still holds it.
 func (m *Manager) release(sessionID string, sl *slot) {
+	if sl.launch != nil {
+		sl.launch.open() // nothing held is lost
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.slots[sessionID] == sl {
