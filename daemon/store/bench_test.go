@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -213,4 +216,96 @@ func BenchmarkFollowLatency(b *testing.B) {
 	b.ReportMetric(pct(fromReturn, 0.99), "p99-after-return-µs")
 	b.ReportMetric(pct(fromCall, 0.50), "p50-after-call-µs")
 	b.ReportMetric(pct(fromCall, 0.99), "p99-after-call-µs")
+}
+
+// BenchmarkAppendBusySessions is the appender under the load of many busy
+// terminals: 50 sessions, each with a long log already, each producer
+// appending one terminal chunk and waiting for it as a PTY reader does.
+// A commit writes every index leaf it changed to the WAL, one per session
+// and index, so the figures are per event: the bytes the process wrote
+// (the WAL's, nearly all) and its CPU time. kind-index=full is the kind
+// index of schema version 4, which held terminal output too, restored in
+// the same run as the baseline of the partial one.
+func BenchmarkAppendBusySessions(b *testing.B) {
+	const sessions, history = 50, 1000
+	chunk := json.RawMessage(`{"text":"` + strings.Repeat("x", 400) + `"}`)
+	for _, full := range []bool{true, false} {
+		name := "kind-index=partial"
+		if full {
+			name = "kind-index=full"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := openTest(b)
+			if full {
+				if _, err := s.writer.Exec(`DROP INDEX events_session_kind;
+					CREATE INDEX events_session_kind ON events (session_id, kind, seq)`); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ids := benchSessions(b, s, sessions)
+			ctx := context.Background()
+			for _, id := range ids {
+				in := make([]EventInput, history)
+				for i := range in {
+					in[i] = EventInput{SessionID: id, Kind: "terminal-output", Data: chunk}
+				}
+				if _, err := s.AppendMany(ctx, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+			before := s.Stats()
+			cpu0, wrote0 := processCPU(b), processWrites(b)
+			b.ResetTimer()
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for _, id := range ids {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(b.N) {
+						if _, err := s.Append(ctx, id, "terminal-output", chunk); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			cpu, wrote := processCPU(b)-cpu0, processWrites(b)-wrote0
+			st := s.Stats()
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/event")
+			b.ReportMetric(float64(wrote)/float64(b.N), "written-B/event")
+			b.ReportMetric(float64(st.Events-before.Events)/float64(max(st.Batches-before.Batches, 1)), "events/commit")
+		})
+	}
+}
+
+// processCPU is this process's user and system time.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// processWrites is how many bytes this process has handed to write calls
+// (wchar of /proc/self/io).
+func processWrites(b *testing.B) int64 {
+	raw, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatal("no wchar in /proc/self/io")
+	return 0
 }

@@ -5,17 +5,36 @@ import (
 	"fmt"
 )
 
+// The (session_id, kind, seq) index leaves out one kind (migration 0005),
+// unindexedKind: wire.KindTerminalOutput, the bulk of a PTY session's log,
+// whose index entries cost every commit a page per busy session. A query
+// that uses the index must state the index's condition word for word, or
+// SQLite cannot use a partial index.
+const (
+	unindexedKind = "terminal-output"
+	kindIndexTerm = `kind <> 'terminal-output'`
+	selectKindSQL = `SELECT seq, ts, data FROM events INDEXED BY events_session_kind
+		WHERE session_id = ? AND kind = ? AND ` + kindIndexTerm + ` AND seq > ? ORDER BY seq LIMIT ?`
+	scanForKindSQL = `SELECT seq, ts, data FROM events INDEXED BY events_session_seq
+		WHERE session_id = ? AND kind = ? AND seq > ? ORDER BY seq LIMIT ?`
+)
+
 // EventsOfKind returns up to limit events of one kind of a session with
 // seq > afterSeq, in seq order; limit <= 0 means no limit. It seeks the
 // (session_id, kind, seq) index, so its cost follows the events of that
 // kind, not the length of the session's log: a long session's rare
 // events (permission decisions among output chunks) stay cheap to list.
+// Terminal output is not in that index; listing it scans the session's
+// log, which is mostly terminal output where there is much of it.
 func (s *Store) EventsOfKind(ctx context.Context, sessionID, kind string, afterSeq int64, limit int) ([]Event, error) {
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT seq, ts, data FROM events INDEXED BY events_session_kind
-		WHERE session_id = ? AND kind = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, kind, afterSeq, limit)
+	q := selectKindSQL
+	if kind == unindexedKind {
+		q = scanForKindSQL
+	}
+	rows, err := s.reader.QueryContext(ctx, q, sessionID, kind, afterSeq, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read %s events of %s: %w", kind, sessionID, err)
 	}

@@ -101,8 +101,7 @@ func TestEventsOfKindFiltersPagesAndKeepsSessionsApart(t *testing.T) {
 // kind index, not a scan of the session's events.
 func TestEventsOfKindSeeksTheIndex(t *testing.T) {
 	s := openTest(t)
-	rows, err := s.reader.Query(`EXPLAIN QUERY PLAN SELECT seq, ts, data FROM events INDEXED BY events_session_kind
-		WHERE session_id = 's' AND kind = 'k' AND seq > 0 ORDER BY seq LIMIT 10`)
+	rows, err := s.reader.Query(`EXPLAIN QUERY PLAN `+selectKindSQL, "s", "k", 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,5 +272,42 @@ func BenchmarkAppendWithKindIndex(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "events/s")
 		})
+	}
+}
+
+// TestKindIndexLeavesTerminalOutputOut: the kind index is partial, without
+// terminal output (a busy terminal's entries would cost every commit a
+// page), and EventsOfKind still lists terminal output, from the log.
+func TestKindIndexLeavesTerminalOutputOut(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	sess := newSession(t, s)
+	fillLog(t, s, sess.ID, 100, 10) // decisions at 10, 20, ..., 100
+
+	var def string
+	if err := s.reader.QueryRow(`SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'events_session_kind'`).Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(def, "WHERE "+kindIndexTerm) {
+		t.Fatalf("kind index = %s, want it to leave terminal output out", def)
+	}
+	out, err := s.EventsOfKind(ctx, sess.ID, unindexedKind, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 90 {
+		t.Fatalf("got %d terminal-output events, want 90", len(out))
+	}
+	for i, e := range out {
+		if want := int64(i + 1 + i/9); e.Seq != want || e.Kind != unindexedKind {
+			t.Fatalf("event %d = seq %d kind %s, want seq %d", i, e.Seq, e.Kind, want)
+		}
+	}
+	page, err := s.EventsOfKind(ctx, sess.ID, unindexedKind, 19, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page) != 3 || page[0].Seq != 21 || page[2].Seq != 23 {
+		t.Fatalf("page after 19 = %v", page)
 	}
 }
