@@ -2,97 +2,82 @@ package host
 
 import (
 	"bufio"
-	"crypto/subtle"
+	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"reeve.dev/reeve/server/relay"
+	"reeve.dev/reeve/server/store"
 )
 
 // EnvMetricsToken, when set, is the bearer token /metrics requires; without
 // it /metrics answers loopback clients only (a scraper beside the server).
-const EnvMetricsToken = "REEVE_METRICS_TOKEN"
+// The rule is the relay's too (relay.MetricsAccess).
+const EnvMetricsToken = relay.EnvMetricsToken
 
-// dbStats is what the metrics read of a store over database/sql.
-type dbStats interface {
+// storeStats is what the metrics read of the store: its pool and write
+// queue (this process's), and the backlog (the shared database's).
+type storeStats interface {
 	Stats() sql.DBStats
 	Engine() string
 	WriteQueue() int
+	Backlog(ctx context.Context, now time.Time) (store.Backlog, error)
 }
 
-// metrics are the server's Prometheus metrics: requests by route, the
-// relay's connections and frames, the database pool and write queue, and
-// the process and Go runtime (expose.go). They are written in the
-// Prometheus text format by this package rather than by the Prometheus
-// client library, whose package initialisation (about 1,400 allocations
-// with procfs) every start of the reeve binary paid for, the daemon and
-// each command included, though only `reeve server` serves metrics.
+// metrics are the server's Prometheus metrics, in a registry of the host's
+// own (the client library's global one is left alone): requests by route,
+// the relay (relay.Collector), the store's pool and backlog, and the Go
+// runtime and process. Everything but the request counts is read when
+// scraped; nothing polls in the background.
 type metrics struct {
-	token string
-
-	mu       sync.Mutex
-	requests map[requestKey]uint64
-	latency  map[latencyKey]*histogram
-
-	// funcs are the metrics read when scraped, in the order registered.
-	funcs []funcMetric
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	serve    http.Handler
 }
-
-type requestKey struct{ route, method, code string }
-type latencyKey struct{ route, method string }
 
 // latencyBuckets are the upper bounds (seconds) of the latency histogram.
 var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
+// scrapesInFlight bounds concurrent scrapes: each one queries the
+// database, so a flood of them is answered 503 rather than queued.
+const scrapesInFlight = 4
+
 func newMetrics(h *Host) *metrics {
-	m := &metrics{token: os.Getenv(EnvMetricsToken), requests: map[requestKey]uint64{}, latency: map[latencyKey]*histogram{}}
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reeve_http_requests_total",
+			Help: "HTTP requests answered, by route pattern, method and status code.",
+		}, []string{"route", "method", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "reeve_http_request_duration_seconds",
+			Help:    "Time to answer an HTTP request, by route pattern and method (WebSockets excluded).",
+			Buckets: latencyBuckets,
+		}, []string{"route", "method"}),
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.requests, m.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if h.relay != nil {
-		m.registerRelay(h.relay)
+		reg.MustRegister(h.relay.Collector())
 	}
-	if st, ok := h.st.(dbStats); ok {
-		m.registerDB(st)
+	if st, ok := h.st.(storeStats); ok {
+		reg.MustRegister(newStoreCollector(st, h.opts.Logger))
 	}
+	m.serve = relay.MetricsAccess(os.Getenv(EnvMetricsToken), promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:            slog.NewLogLogger(h.opts.Logger.Handler(), slog.LevelWarn),
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: scrapesInFlight,
+	}))
 	return m
-}
-
-func (m *metrics) registerRelay(r *relay.Relay) {
-	gauge := func(name, help string, f func(relay.Metrics) float64) {
-		m.funcs = append(m.funcs, funcMetric{name: name, help: help, typ: "gauge", read: func() []sampleValue { return one(f(r.Metrics())) }})
-	}
-	counter := func(name, help string, f func(relay.Metrics) float64) {
-		m.funcs = append(m.funcs, funcMetric{name: name, help: help, typ: "counter", read: func() []sampleValue { return one(f(r.Metrics())) }})
-	}
-	m.funcs = append(m.funcs, funcMetric{name: "reeve_relay_connections", help: "Relay connections open now, by role.", typ: "gauge",
-		read: func() []sampleValue {
-			x := r.Metrics()
-			return []sampleValue{{labels: []string{"role", "daemon"}, v: float64(x.DaemonConns)}, {labels: []string{"role", "client"}, v: float64(x.ClientConns)}}
-		}})
-	gauge("reeve_relay_channels", "Relay channels open now.", func(x relay.Metrics) float64 { return float64(x.Channels) })
-	gauge("reeve_relay_buffered_bytes", "Bytes the relay holds for slow peers and the bus (its queue depth).", func(x relay.Metrics) float64 { return float64(x.BufferedBytes) })
-	counter("reeve_relay_frames_in_total", "Frames read from peers.", func(x relay.Metrics) float64 { return float64(x.FramesIn) })
-	counter("reeve_relay_frames_out_total", "Frames written to peers.", func(x relay.Metrics) float64 { return float64(x.FramesOut) })
-	counter("reeve_relay_admitted_total", "Connections admitted.", func(x relay.Metrics) float64 { return float64(x.Admitted) })
-	counter("reeve_relay_refused_total", "Connections refused.", func(x relay.Metrics) float64 { return float64(x.Refused) })
-	counter("reeve_relay_bus_dropped_total", "Bus messages dropped.", func(x relay.Metrics) float64 { return float64(x.BusDropped) })
-}
-
-func (m *metrics) registerDB(st dbStats) {
-	engine := []string{"engine", st.Engine()}
-	add := func(name, help, typ string, f func() float64) {
-		m.funcs = append(m.funcs, funcMetric{name: name, help: help, typ: typ, read: func() []sampleValue {
-			return []sampleValue{{labels: engine, v: f()}}
-		}})
-	}
-	add("reeve_db_connections_open", "Database connections open.", "gauge", func() float64 { return float64(st.Stats().OpenConnections) })
-	add("reeve_db_connections_in_use", "Database connections in use.", "gauge", func() float64 { return float64(st.Stats().InUse) })
-	add("reeve_db_connection_waits_total", "Waits for a free database connection.", "counter", func() float64 { return float64(st.Stats().WaitCount) })
-	add("reeve_db_write_queue", "Writes queued for SQLite's writer (0 on PostgreSQL, which has no queue).", "gauge", func() float64 { return float64(st.WriteQueue()) })
 }
 
 // instrument counts and times every request by the route pattern that
@@ -106,28 +91,15 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 		if route == "" {
 			route = "unmatched"
 		}
-		m.observe(route, r.Method, strconv.Itoa(sw.code), route != "/ws", time.Since(start).Seconds())
+		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(sw.code)).Inc()
+		if route != "/ws" {
+			m.latency.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+		}
 	})
 }
 
 // ServeHTTP answers /metrics in the Prometheus text format.
-func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if m.token != "" {
-		got, want := r.Header.Get("Authorization"), "Bearer "+m.token
-		if len(got) != len(want) || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
-			http.Error(w, "metrics need the bearer token of "+EnvMetricsToken, http.StatusUnauthorized)
-			return
-		}
-	} else if host, _, _ := net.SplitHostPort(r.RemoteAddr); !net.ParseIP(host).IsLoopback() {
-		http.Error(w, "metrics answer loopback clients only unless "+EnvMetricsToken+" is set", http.StatusForbidden)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	bw := bufio.NewWriter(w)
-	m.write(bw)
-	bw.Flush()
-}
+func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.serve.ServeHTTP(w, r) }
 
 type statusWriter struct {
 	http.ResponseWriter

@@ -1,21 +1,28 @@
 package host_test
 
 import (
+	"context"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"reeve.dev/reeve/server/host"
+	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/servertest"
 	"reeve.dev/reeve/server/store/storetest"
 )
 
-func scrape(t *testing.T, url, token string) (int, map[string]*modelFamily) {
+// families is one scrape, parsed by the Prometheus library's own text
+// parser.
+type families map[string]*dto.MetricFamily
+
+func scrape(t *testing.T, url, token string) (int, families) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url+"/metrics", nil)
 	if token != "" {
@@ -29,52 +36,57 @@ func scrape(t *testing.T, url, token string) (int, map[string]*modelFamily) {
 	if res.StatusCode != 200 {
 		return res.StatusCode, nil
 	}
+	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Fatalf("content type %q", ct)
+	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(res.Body)
 	if err != nil {
 		t.Fatalf("/metrics is not the Prometheus text format: %v", err)
 	}
-	out := map[string]*modelFamily{}
-	for name, f := range fams {
-		mf := &modelFamily{}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			v := m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
-			mf.samples = append(mf.samples, sample{labels, v})
-		}
-		out[name] = mf
-	}
-	return res.StatusCode, out
+	return res.StatusCode, fams
 }
 
-type sample struct {
-	labels map[string]string
-	value  float64
-}
-
-type modelFamily struct{ samples []sample }
-
-func (f *modelFamily) find(want map[string]string) (float64, bool) {
-	if f == nil {
-		return 0, false
-	}
+// value is the sample of family name whose labels include want: a
+// counter's or gauge's value, a histogram's count. ok is false when the
+// family or the sample is missing.
+func (f families) value(name string, want map[string]string) (v float64, ok bool) {
+	fam := f[name]
 next:
-	for _, s := range f.samples {
+	for _, m := range fam.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
 		for k, v := range want {
-			if s.labels[k] != v {
+			if labels[k] != v {
 				continue next
 			}
 		}
-		return s.value, true
+		switch fam.GetType() {
+		case dto.MetricType_COUNTER:
+			return m.GetCounter().GetValue(), true
+		case dto.MetricType_GAUGE:
+			return m.GetGauge().GetValue(), true
+		case dto.MetricType_HISTOGRAM:
+			return float64(m.GetHistogram().GetSampleCount()), true
+		}
 	}
 	return 0, false
 }
 
-// /metrics counts requests by route, times them, and reports the relay and
-// the database pool, on either engine.
+func (f families) must(t *testing.T, name string, want map[string]string) float64 {
+	t.Helper()
+	v, ok := f.value(name, want)
+	if !ok {
+		t.Fatalf("no sample of %s with labels %v", name, want)
+	}
+	return v
+}
+
+// /metrics counts requests by route, times them, reports the relay, the
+// pool, and the shared database's runs and leases, on either engine: a
+// claimed lease shows in the lease gauge and leaves it when released.
 func TestMetrics(t *testing.T) {
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
@@ -84,6 +96,7 @@ func TestMetrics(t *testing.T) {
 			}
 			s := servertest.Start(t, o)
 			u := s.NewUser("m@example.com")
+			ctx := context.Background()
 			for i := 0; i < 3; i++ {
 				if a := get(t, s.URL, "/api/workspaces/"+u.Workspace, u.Token); a.status != 200 {
 					t.Fatalf("get: %d", a.status)
@@ -95,23 +108,103 @@ func TestMetrics(t *testing.T) {
 				t.Fatalf("scrape: %d", code)
 			}
 			route := "GET /api/workspaces/{workspace}"
-			if n, _ := fams["reeve_http_requests_total"].find(map[string]string{"route": route, "code": "200"}); n != 3 {
+			if n := fams.must(t, "reeve_http_requests_total", map[string]string{"route": route, "method": "GET", "code": "200"}); n != 3 {
 				t.Fatalf("requests 200 on %s: %v", route, n)
 			}
-			if n, _ := fams["reeve_http_requests_total"].find(map[string]string{"route": route, "code": "401"}); n != 1 {
+			if n := fams.must(t, "reeve_http_requests_total", map[string]string{"route": route, "code": "401"}); n != 1 {
 				t.Fatalf("requests 401: %v", n)
 			}
-			if n, _ := fams["reeve_http_request_duration_seconds"].find(map[string]string{"route": route}); n != 4 {
+			if n := fams.must(t, "reeve_http_request_duration_seconds", map[string]string{"route": route, "method": "GET"}); n != 4 {
 				t.Fatalf("latency samples: %v", n)
 			}
-			if _, ok := fams["reeve_db_connections_open"].find(map[string]string{"engine": engine}); !ok {
-				t.Fatalf("no pool metrics for %s", engine)
+			// One more request is one more on its route's counter.
+			get(t, s.URL, "/api/workspaces/"+u.Workspace, u.Token)
+			if _, again := scrape(t, s.URL, ""); again.must(t, "reeve_http_requests_total", map[string]string{"route": route, "code": "200"}) != 4 {
+				t.Fatalf("a fourth request was not counted")
 			}
+			fams.must(t, "reeve_db_connections_open", map[string]string{"engine": engine})
+			fams.must(t, "reeve_db_write_queue", map[string]string{"engine": engine})
 			for _, role := range []string{"daemon", "client"} {
-				if _, ok := fams["reeve_relay_connections"].find(map[string]string{"role": role}); !ok {
-					t.Fatalf("no relay connections of role %s", role)
+				fams.must(t, "reeve_relay_connections", map[string]string{"role": role})
+			}
+			fams.must(t, "reeve_relay_info", map[string]string{"instance_id": s.Host.Relay().InstanceID()})
+			fams.must(t, "reeve_relay_disconnects_total", map[string]string{"reason": "slow"})
+			// The client library's runtime and process collectors.
+			for _, name := range []string{"go_goroutines", "go_info", "go_memstats_heap_alloc_bytes", "process_start_time_seconds", "process_resident_memory_bytes", "process_open_fds"} {
+				if fams[name] == nil {
+					t.Errorf("no %s", name)
 				}
 			}
+			// The backlog: every state present, and the help of every
+			// shared figure says not to sum it across replicas.
+			if up := fams.must(t, "reeve_backlog_up", map[string]string{"engine": engine}); up != 1 {
+				t.Fatalf("backlog up %v", up)
+			}
+			for _, st := range []string{"draft", "queued", "blocked", "leased", "running", "waiting-approval"} {
+				if n := fams.must(t, "reeve_workflow_runs", map[string]string{"engine": engine, "status": st}); n != 0 {
+					t.Fatalf("%s runs before any: %v", st, n)
+				}
+			}
+			for _, st := range []string{"due", "scheduled", "delivering", "dead"} {
+				fams.must(t, "reeve_webhook_outbox_messages", map[string]string{"engine": engine, "state": st})
+			}
+			for _, name := range []string{"reeve_workflow_runs", "reeve_workflow_leases", "reeve_webhook_outbox_messages", "reeve_webhook_outbox_oldest_due_seconds", "reeve_relay_bus_backlog_messages", "reeve_relay_bus_backlog_oldest_seconds"} {
+				if !strings.Contains(fams[name].GetHelp(), "max, not sum") {
+					t.Errorf("the help of %s does not say replicas share it: %q", name, fams[name].GetHelp())
+				}
+			}
+
+			// A queued run, then claimed, then released.
+			ex, err := u.Client.CreateManagedExecutor(ctx, u.Workspace, sdk.ManagedExecutorCreateRequest{Name: "ci", Agents: []string{"shell"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := u.Client.CreateWorkflowRun(ctx, u.Workspace, sdk.WorkflowRunCreateRequest{Agent: "shell", Prompt: "make test"}); err != nil {
+				t.Fatal(err)
+			}
+			runsAndLeases := func() (queued, leased, live float64) {
+				t.Helper()
+				_, f := scrape(t, s.URL, "")
+				return f.must(t, "reeve_workflow_runs", map[string]string{"status": "queued"}),
+					f.must(t, "reeve_workflow_runs", map[string]string{"status": "leased"}),
+					f.must(t, "reeve_workflow_leases", map[string]string{"engine": engine, "state": "live"})
+			}
+			if q, l, live := runsAndLeases(); q != 1 || l != 0 || live != 0 {
+				t.Fatalf("queued: %v queued, %v leased, %v live leases", q, l, live)
+			}
+			runner := s.Client(ex.Credential)
+			lease, ok, err := runner.ClaimLease(ctx, sdk.WorkerClaimRequest{Agents: []string{"shell"}, WaitSeconds: 0})
+			if err != nil || !ok {
+				t.Fatalf("claim: %v %v", ok, err)
+			}
+			if q, l, live := runsAndLeases(); q != 0 || l != 1 || live != 1 {
+				t.Fatalf("claimed: %v queued, %v leased, %v live leases", q, l, live)
+			}
+			if _, err := runner.ReleaseLease(ctx, lease.ID, sdk.LeaseReleaseRequest{Fence: lease.Fence, Reason: "no such directory"}); err != nil {
+				t.Fatal(err)
+			}
+			if q, l, live := runsAndLeases(); q != 1 || l != 0 || live != 0 {
+				t.Fatalf("released: %v queued, %v leased, %v live leases", q, l, live)
+			}
+
+			if engine != "postgres" {
+				return
+			}
+			// The database gone: the scrape still answers, with the backlog
+			// marked down and this process's figures.
+			restore := storetest.CutOff(t, o.DatabaseURL)
+			defer restore()
+			code, fams = scrape(t, s.URL, "")
+			if code != 200 {
+				t.Fatalf("scrape with the database cut off: %d", code)
+			}
+			if up := fams.must(t, "reeve_backlog_up", nil); up != 0 {
+				t.Fatalf("backlog up with the database cut off: %v", up)
+			}
+			if fams["reeve_workflow_runs"] != nil {
+				t.Fatalf("run counts without a database")
+			}
+			fams.must(t, "reeve_http_requests_total", map[string]string{"route": route})
 		})
 	}
 }
@@ -127,15 +220,7 @@ func TestMetricsToken(t *testing.T) {
 		t.Fatalf("with a wrong token: %d", code)
 	}
 	code, fams := scrape(t, s.URL, "s3cret-metrics")
-	if code != 200 || !strings.Contains(strings.Join(keys(fams), ","), "reeve_http_requests_total") {
+	if code != 200 || fams["reeve_http_requests_total"] == nil {
 		t.Fatalf("with the token: %d", code)
 	}
-}
-
-func keys(m map[string]*modelFamily) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
