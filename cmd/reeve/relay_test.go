@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"reeve.dev/reeve/server/relay"
 	"reeve.dev/reeve/server/sdk"
@@ -211,15 +213,29 @@ func TestRelayProcessesRouteThroughPresenceAndBus(t *testing.T) {
 			t.Fatalf("frame %d: client got %s", i, got)
 		}
 	}
-	var m relay.Metrics
+	// The second relay's /metrics, in the Prometheus text format.
 	mresp, err := http.Get(relayURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	json.NewDecoder(mresp.Body).Decode(&m)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(mresp.Body)
 	mresp.Body.Close()
-	if m.ClientConns != 1 || m.RemoteChannels != 1 || m.BusOut < 20 || m.BusIn < 20 {
-		t.Fatalf("second relay's metrics %+v", m)
+	if err != nil {
+		t.Fatalf("the relay's /metrics: %v", err)
+	}
+	metric := func(name, label string) float64 {
+		for _, m := range fams[name].GetMetric() {
+			if len(m.GetLabel()) == 0 || m.GetLabel()[0].GetValue() == label {
+				return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+		t.Fatalf("the relay's /metrics has no %s %s", name, label)
+		return 0
+	}
+	if metric("reeve_relay_connections", "client") != 1 || metric("reeve_relay_remote_channels_opened_total", "") != 1 ||
+		metric("reeve_relay_bus_messages_total", "out") < 20 || metric("reeve_relay_bus_messages_total", "in") < 20 {
+		t.Fatalf("second relay's metrics %v", fams)
 	}
 	if strings.Contains(second.output(), cred) {
 		t.Fatalf("reeve relay printed its credential")
