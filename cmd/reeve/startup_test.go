@@ -14,15 +14,16 @@ import (
 // a JSON-Schema library that compiled five metaschemas in init cost 21k
 // allocations, and a package-level regexp with a counted repetition like
 // {0,127} costs over a thousand. Today the whole binary allocates about
-// 2.3k times in init; the largest dependency is the service manager
-// (about 470, its templates), then viper's dotenv reader (230, regexps)
-// and the YAML library (280; one module, go.yaml.in/yaml/v3, serves both
-// viper and reeve). Man pages no longer go through cobra/doc's Markdown
-// parser (cli/manpage.go), /metrics is written without the Prometheus
-// client (server/host/expose.go) and reads runtime.MemStats rather than
-// linking runtime/metrics: those were 760, 1,400 and 95 more.
+// 3.9k times in init; the largest dependencies are the Prometheus client
+// that /metrics goes through (about 1,630 with its modules, 890 of them
+// procfs's package-level regexps, which no build option leaves out on
+// Linux), the service manager (about 470, its templates), then viper's
+// dotenv reader (230, regexps) and the YAML library (280; one module,
+// go.yaml.in/yaml/v3, serves both viper and reeve). Man pages no longer
+// go through cobra/doc's Markdown parser (cli/manpage.go): that was 760
+// more.
 const (
-	initAllocBudget = 2400
+	initAllocBudget = 4000
 	// ownPackageAllocBudget is for reeve.dev packages: deferring work to
 	// first use is always possible there (sync.OnceValue).
 	ownPackageAllocBudget = 100
@@ -30,6 +31,10 @@ const (
 	// avoid by not linking them.
 	depPackageAllocBudget = 600
 )
+
+// depPackageAllocExceptions are the dependencies allowed over
+// depPackageAllocBudget, each at its measured figure (rounded up).
+var depPackageAllocExceptions = map[string]int{"github.com/prometheus/procfs": 900}
 
 // TestStartupInitBudget runs the built binary with the runtime's init trace
 // and fails, naming the packages, when package init allocates more than the
@@ -61,6 +66,9 @@ func TestStartupInitBudget(t *testing.T) {
 		packages++
 		total += n
 		budget := depPackageAllocBudget
+		if b, ok := depPackageAllocExceptions[f[1]]; ok {
+			budget = b
+		}
 		if strings.HasPrefix(f[1], "reeve.dev/") {
 			budget = ownPackageAllocBudget
 		}
