@@ -309,3 +309,43 @@ func processWrites(b *testing.B) int64 {
 	b.Fatal("no wchar in /proc/self/io")
 	return 0
 }
+
+// BenchmarkFollowBusySession is one session written event by event, as a
+// PTY reader does, with one live follower: the process's CPU time per
+// event, the follower taking what woke it from the session's tail in
+// memory, and (from=store) reading the store after every signal as it did
+// before, in the same run.
+func BenchmarkFollowBusySession(b *testing.B) {
+	for _, storeOnly := range []bool{true, false} {
+		name := "from=tail"
+		if storeOnly {
+			name = "from=store"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := openTest(b)
+			s.watchers.storeOnly = storeOnly
+			sid := benchSessions(b, s, 1)[0]
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			got := make(chan struct{})
+			go func() {
+				s.Follow(ctx, sid, 0, func(e Event) error {
+					if e.Seq == int64(b.N) {
+						close(got)
+					}
+					return nil
+				})
+			}()
+			cpu0 := processCPU(b)
+			b.ResetTimer()
+			for range b.N {
+				if _, err := s.Append(ctx, sid, "terminal-output", payload256); err != nil {
+					b.Fatal(err)
+				}
+			}
+			<-got
+			b.StopTimer()
+			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/event")
+		})
+	}
+}

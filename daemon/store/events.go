@@ -241,7 +241,7 @@ func (s *Store) commitBatch(batch []*appendReq) {
 	for id := range touched {
 		ids = append(ids, id)
 	}
-	s.watchers.notify(ids...)
+	s.watchers.committed(batch, ids)
 	var events int64
 	var bytes int
 	for _, r := range batch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -18,13 +19,62 @@ const followPage = 1024
 // watchHub fans "something changed in session X" out to watchers. A signal
 // carries no data: each watcher owns one slot that coalesces any number of
 // signals, so a slow watcher costs one pending signal, never a growing buffer.
+//
+// Beside the signals the hub keeps, for each watched session, the tail of
+// its log as committed (tailEvents, tailBytes): a follower that keeps up
+// takes the events that woke it from there instead of querying SQLite, which
+// was a fifth of the worker's time for one busy followed session. The tail
+// is one per session, shared by its followers, and dropped with its last
+// watcher; a follower whose cursor is not inside it reads the store.
 type watchHub struct {
 	mu sync.Mutex
 	m  map[string]map[chan struct{}]struct{}
+	// tails holds the committed tail of each watched session's log.
+	tails map[string]*logTail
+	// storeOnly makes followers read the store after every signal, as they
+	// did before the tails: the baseline of BenchmarkFollowBusySession.
+	storeOnly bool
 	// statusGen counts status changes per session made through this store,
 	// so a follower re-reads the session row only when it may have changed
 	// instead of after every wake-up.
 	statusGen map[string]uint64
+}
+
+// The bounds of a watched session's tail: enough for the events of the last
+// few commits, which is all a follower that keeps up needs.
+const (
+	tailEvents = 256
+	tailBytes  = 256 << 10
+)
+
+// logTail is the newest committed events of one session, oldest first,
+// with consecutive seqs.
+type logTail struct {
+	evs   []Event
+	bytes int
+}
+
+func (t *logTail) add(e Event) {
+	if n := len(t.evs); n > 0 && t.evs[n-1].Seq+1 != e.Seq {
+		// Not the next event (nothing else writes the log, but a tail
+		// must never hide a gap): start over from this one.
+		clear(t.evs)
+		t.evs, t.bytes = t.evs[:0], 0
+	}
+	// Our own copy: the appender's events share their data with the
+	// producer, which may reuse it once Append has returned.
+	e.Data = slices.Clone(e.Data)
+	t.evs = append(t.evs, e)
+	t.bytes += len(e.Data)
+	drop := 0
+	for len(t.evs)-drop > 1 && (len(t.evs)-drop > tailEvents || t.bytes > tailBytes) {
+		t.bytes -= len(t.evs[drop].Data)
+		drop++
+	}
+	if drop > 0 {
+		clear(t.evs[:drop])
+		t.evs = t.evs[drop:]
+	}
 }
 
 func (h *watchHub) add(sessionID string) chan struct{} {
@@ -50,7 +100,56 @@ func (h *watchHub) remove(sessionID string, ch chan struct{}) {
 	delete(set, ch)
 	if len(set) == 0 {
 		delete(h.m, sessionID)
+		delete(h.tails, sessionID)
 	}
+}
+
+// committed adds a committed batch's events to the tails of the watched
+// sessions among them, then wakes those sessions' watchers. The appender
+// calls it after the commit and before any producer of the batch hears of
+// it.
+func (h *watchHub) committed(batch []*appendReq, sessionIDs []string) {
+	h.mu.Lock()
+	for _, r := range batch {
+		if r.err != nil {
+			continue
+		}
+		for _, e := range r.out {
+			if _, watched := h.m[e.SessionID]; !watched {
+				continue
+			}
+			t := h.tails[e.SessionID]
+			if t == nil {
+				if h.tails == nil {
+					h.tails = make(map[string]*logTail)
+				}
+				t = &logTail{}
+				h.tails[e.SessionID] = t
+			}
+			t.add(e)
+		}
+	}
+	h.signalLocked(sessionIDs)
+	h.mu.Unlock()
+}
+
+// since returns up to limit events of the session's tail after seq afterSeq,
+// and whether the tail could answer: it has the event after afterSeq, or
+// afterSeq is its newest. A false answer means "ask the store". The events
+// are the caller's; their Data is shared and must not be modified.
+func (h *watchHub) since(sessionID string, afterSeq int64, limit int) ([]Event, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.tails[sessionID]
+	if t == nil || len(t.evs) == 0 || h.storeOnly {
+		return nil, false
+	}
+	first, last := t.evs[0].Seq, t.evs[len(t.evs)-1].Seq
+	if afterSeq < first-1 || afterSeq > last {
+		return nil, false
+	}
+	i := int(afterSeq - (first - 1))
+	return slices.Clone(t.evs[i:min(len(t.evs), i+limit)]), true
 }
 
 // statusChanged records a committed status change and wakes the watchers.
@@ -75,6 +174,10 @@ func (h *watchHub) generation(sessionID string) uint64 {
 func (h *watchHub) notify(sessionIDs ...string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.signalLocked(sessionIDs)
+}
+
+func (h *watchHub) signalLocked(sessionIDs []string) {
 	for _, id := range sessionIDs {
 		for ch := range h.m[id] {
 			select {
@@ -100,7 +203,8 @@ func (s *Store) Watch(sessionID string) (<-chan struct{}, func()) {
 // exactly once each: first the stored ones, then new ones as they are
 // committed. fn runs on the caller's goroutine; a slow fn simply falls behind
 // and catches up from the store, so nothing is dropped and nothing is
-// buffered beyond one page.
+// buffered for it beyond one page (the session's shared tail in memory is
+// bounded too: watchHub).
 //
 // Follow returns
 //   - nil once the session has a terminal status and every event committed
@@ -125,17 +229,31 @@ func (s *Store) Follow(ctx context.Context, sessionID string, afterSeq int64, fn
 // follower that keeps up usually one. fn must not keep evs after it returns
 // an error; on success Follow resumes after the last of them. When fn
 // returns an error for a batch, none of that batch counts as delivered.
+// Events that were committed while the follower watched may come from
+// memory, their Data shared with the session's other followers: fn must
+// not modify it.
 func (s *Store) FollowBatches(ctx context.Context, sessionID string, afterSeq int64, fn func([]Event) error) error {
 	// Watch before the first read: a commit after this point signals us, and
 	// a commit before it is visible to the read, so there is no gap.
 	signal, cancel := s.Watch(sessionID)
 	defer cancel()
 	cursor := afterSeq
-	drain := func() error {
+	// drain delivers what is committed after the cursor: from the hub's
+	// tail when the cursor is inside it, else from the store. fromStore
+	// forces the store: only a read that starts after a commit is sure to
+	// see it, and the tail gets a batch just after its commit.
+	drain := func(fromStore bool) error {
 		for {
-			evs, err := s.Events(ctx, sessionID, cursor, followPage)
-			if err != nil {
-				return fmt.Errorf("follow %s: %w", sessionID, err)
+			evs, ok := []Event(nil), false
+			if !fromStore {
+				evs, ok = s.watchers.since(sessionID, cursor, followPage)
+			}
+			if !ok {
+				var err error
+				evs, err = s.Events(ctx, sessionID, cursor, followPage)
+				if err != nil {
+					return fmt.Errorf("follow %s: %w", sessionID, err)
+				}
 			}
 			if len(evs) > 0 {
 				if err := fn(evs); err != nil {
@@ -150,7 +268,9 @@ func (s *Store) FollowBatches(ctx context.Context, sessionID string, afterSeq in
 	}
 	checked, first := uint64(0), true
 	for {
-		if err := drain(); err != nil {
+		// The first read is the store's: the tail may start after events
+		// committed before this follower watched.
+		if err := drain(first); err != nil {
 			return stopErr(err)
 		}
 		// The generation is bumped (and then a signal sent) after a status
@@ -163,9 +283,9 @@ func (s *Store) FollowBatches(ctx context.Context, sessionID string, afterSeq in
 			}
 			if sess.Status.Terminal() {
 				// Events appended before the status change committed before
-				// it, so this last read (started after we saw the status)
-				// has them.
-				return stopErr(drain())
+				// it, so this last read of the store (started after we saw
+				// the status) has them; the tail might not, yet.
+				return stopErr(drain(true))
 			}
 		}
 		select {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -267,5 +268,132 @@ func TestCloseEndsFollowers(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a live follower outlived Close")
+	}
+}
+
+// TestFollowersFromMemoryGetEveryEventOnce: followers that keep up take
+// events from the session's tail in memory. Whether they start with the
+// session, join in the middle or stall past the tail's bounds, each gets
+// every event once, in order, with the data appended, even though the
+// producer overwrites its buffer as soon as Append returns.
+func TestFollowersFromMemoryGetEveryEventOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := openTest(t)
+	const sessions, total, stallAt = 3, 600, 100
+	type result struct {
+		seqs []int64
+		err  error
+	}
+	var wg sync.WaitGroup
+	results := make(chan result, sessions*3)
+	follow := func(sessionID string, stall bool, appended *atomic.Int64) {
+		defer wg.Done()
+		var seqs []int64
+		err := s.Follow(ctx, sessionID, 0, func(e Event) error {
+			if want := fmt.Sprintf(`{"i":%d}`, e.Seq); string(e.Data) != want {
+				return fmt.Errorf("seq %d has data %s, want %s", e.Seq, e.Data, want)
+			}
+			// Stall until the producer is well past the tail's bounds.
+			for stall && e.Seq == stallAt && appended.Load() < stallAt+tailEvents+50 && ctx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
+			seqs = append(seqs, e.Seq)
+			return nil
+		})
+		results <- result{seqs, err}
+	}
+	for range sessions {
+		sess := newSession(t, s)
+		var appended atomic.Int64
+		wg.Add(2)
+		go follow(sess.ID, false, &appended)
+		go follow(sess.ID, true, &appended)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make(json.RawMessage, 0, 32)
+			for i := 1; i <= total; i++ {
+				if i == total/2 {
+					wg.Add(1)
+					go follow(sess.ID, false, &appended) // joins in the middle
+				}
+				buf = fmt.Appendf(buf[:0], `{"i":%d}`, i)
+				if _, err := s.Append(ctx, sess.ID, "terminal-output", buf); err != nil {
+					t.Error(err)
+					return
+				}
+				clear(buf) // the producer's buffer is its own again
+				appended.Store(int64(i))
+			}
+			if _, err := s.UpdateSessionStatus(ctx, sess.ID, StatusCompleted, ""); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	n := 0
+	for r := range results {
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		checkExactly(t, r.seqs, total)
+		n++
+	}
+	if n != sessions*3 {
+		t.Fatalf("%d followers ended, want %d", n, sessions*3)
+	}
+	if len(s.watchers.tails) != 0 {
+		t.Fatalf("%d tails left after every follower ended", len(s.watchers.tails))
+	}
+}
+
+// TestLogTailStaysBoundedAndContiguous: a watched session's tail keeps at
+// most tailEvents events and tailBytes bytes (but always the newest), and
+// answers only for cursors inside it.
+func TestLogTailStaysBoundedAndContiguous(t *testing.T) {
+	var h watchHub
+	ch := h.add("s")
+	commit := func(seq int64, size int) {
+		data := json.RawMessage(`"` + string(make([]byte, size)) + `"`)
+		h.committed([]*appendReq{{out: []Event{{SessionID: "s", Seq: seq, Data: data}, {SessionID: "u", Seq: seq, Data: data}}}}, []string{"s", "u"})
+	}
+	for seq := int64(1); seq <= 1000; seq++ {
+		commit(seq, 10)
+	}
+	if _, ok := h.tails["u"]; ok {
+		t.Fatal("an unwatched session has a tail")
+	}
+	tl := h.tails["s"]
+	if len(tl.evs) != tailEvents || tl.evs[0].Seq != 1000-tailEvents+1 {
+		t.Fatalf("tail holds %d events from %d, want the newest %d", len(tl.evs), tl.evs[0].Seq, tailEvents)
+	}
+	for _, c := range []struct {
+		after int64
+		ok    bool
+		n     int
+	}{{0, false, 0}, {1000 - tailEvents - 1, false, 0}, {1000 - tailEvents, true, 10}, {995, true, 5}, {1000, true, 0}, {1001, false, 0}} {
+		evs, ok := h.since("s", c.after, 10)
+		if ok != c.ok || len(evs) != c.n || (c.n > 0 && evs[0].Seq != c.after+1) {
+			t.Fatalf("since(%d) = %d events, %v; want %d, %v", c.after, len(evs), ok, c.n, c.ok)
+		}
+	}
+	commit(1001, tailBytes/2)
+	commit(1002, tailBytes/2)
+	if tl.bytes > tailBytes || tl.evs[len(tl.evs)-1].Seq != 1002 {
+		t.Fatalf("tail holds %d bytes up to %d, want at most %d up to 1002", tl.bytes, tl.evs[len(tl.evs)-1].Seq, tailBytes)
+	}
+	commit(1003, 2*tailBytes) // larger than the bound: kept alone
+	if len(tl.evs) != 1 || tl.evs[0].Seq != 1003 {
+		t.Fatalf("tail after an oversized event = %d events", len(tl.evs))
+	}
+	commit(1010, 1) // not the next seq: the tail starts over, no gap
+	if evs, ok := h.since("s", 1003, 10); ok {
+		t.Fatalf("since(1003) across a gap = %v, want the store asked", evs)
+	}
+	h.remove("s", ch)
+	if len(h.tails) != 0 {
+		t.Fatal("the tail outlived its last watcher")
 	}
 }
