@@ -37,7 +37,7 @@ func (s *Server) syncSession(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	key := "daemon:" + req.Session.ID
+	key := syncedSessionKey(req.Session.ID)
 	var res sdk.SyncResult
 	// One transaction for the whole request: the session's fields, every
 	// new event and the acknowledged seq commit together (a crash leaves

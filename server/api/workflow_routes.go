@@ -191,7 +191,7 @@ func workflowResponseSchemas() map[string]schema {
 		"workflow_digest": tString(), "runner_pool": tString(), "workdir": tString(), "repo": tString(),
 		"tags": arrayOf(tString()), "managed_executor_id": tString(), "session_id": tString(),
 		"linked_session_id": described(tString(), "The session the run was queued from (run-attempts)."),
-		"synced_session_id": described(tString(), "The control plane's session record of the worker's daemon session, once the daemon's session sync published it (one run's answer only)."), "attempt": tInt(), "max_attempts": tInt(),
+		"synced_session_id": described(tString(), "The control plane's session record of the worker's daemon session, once the daemon's session sync published it; on single reads and lists alike."), "attempt": tInt(), "max_attempts": tInt(),
 		"lease_id": tString(), "executor_id": tString(), "cancel_requested": typ("boolean"), "blocked_reason": tString(), "rerun_of": tString(),
 		"exit_code": tInt(), "diff_summary": tString(), "checkpoints": arrayOf(tObject()), "usage": tObject(), "error": tString(),
 		"created_by": tString(), "created_at": tString(), "updated_at": tString(), "started_at": tString(), "finished_at": tString(),

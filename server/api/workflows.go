@@ -464,20 +464,42 @@ func (s *Server) getRun(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	out := runOut(r, aps, c.now())
-	// The worker's daemon publishes its session through session sync
-	// (docs/server.md), keyed by the daemon's session id: the run links
-	// to that record once it exists.
-	if r.SessionID != "" {
-		rec, err := s.st.RecordByKey(c.ctx(), c.ws.ID, "sessions", "daemon:"+r.SessionID)
-		switch {
-		case err == nil:
-			out.SyncedSessionID = rec.ID
-		case !errors.Is(err, store.ErrNotFound):
-			return 0, nil, err
+	out := []sdk.WorkflowRun{runOut(r, aps, c.now())}
+	if err := s.linkSyncedSessions(c, []store.WorkflowRun{r}, out); err != nil {
+		return 0, nil, err
+	}
+	return 200, sdk.WorkflowRunResponse{Data: out[0]}, nil
+}
+
+// syncedSessionKey is the natural key of the session record a daemon's
+// session sync keeps for its session daemonSessionID.
+func syncedSessionKey(daemonSessionID string) string { return "daemon:" + daemonSessionID }
+
+// linkSyncedSessions sets the SyncedSessionID of each of out (the
+// answers of runs, in the same order). The worker's daemon publishes its
+// session through session sync (docs/server.md), keyed by the daemon's
+// session id: a run links to that record once it exists. A page of runs
+// is linked in one read, never a query per run.
+func (s *Server) linkSyncedSessions(c *call, runs []store.WorkflowRun, out []sdk.WorkflowRun) error {
+	keys := make([]string, 0, len(runs))
+	for _, r := range runs {
+		if r.SessionID != "" {
+			keys = append(keys, syncedSessionKey(r.SessionID))
 		}
 	}
-	return 200, sdk.WorkflowRunResponse{Data: out}, nil
+	if len(keys) == 0 {
+		return nil
+	}
+	ids, err := s.st.RecordIDsByKey(c.ctx(), c.ws.ID, "sessions", keys)
+	if err != nil {
+		return err
+	}
+	for i, r := range runs {
+		if r.SessionID != "" {
+			out[i].SyncedSessionID = ids[syncedSessionKey(r.SessionID)]
+		}
+	}
+	return nil
 }
 
 var runStatuses = []string{sdk.RunDraft, sdk.RunQueued, sdk.RunBlocked, sdk.RunLeased, sdk.RunRunning, sdk.RunWaitingApproval, sdk.RunSucceeded, sdk.RunFailed, sdk.RunCancelled}
@@ -502,6 +524,9 @@ func (s *Server) listRuns(c *call) (int, any, error) {
 	out := make([]sdk.WorkflowRun, 0, len(list))
 	for _, r := range list {
 		out = append(out, runOut(r, nil, c.now()))
+	}
+	if err := s.linkSyncedSessions(c, list, out); err != nil {
+		return 0, nil, err
 	}
 	meta := sdk.ListMeta{Count: len(out)}
 	if len(list) == limit {

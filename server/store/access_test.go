@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -273,5 +274,41 @@ func testInTx(t *testing.T, e engine) {
 	wg.Wait()
 	if won != 1 || lost != 29 {
 		t.Fatalf("won %d lost %d", won, lost)
+	}
+}
+
+func TestRecordIDsByKey(t *testing.T) { eachEngine(t, testRecordIDsByKey) }
+
+// RecordIDsByKey finds the records of one collection and workspace by
+// natural key, several at once and past one query's IN list; keys of
+// other collections or workspaces, and unknown keys, are absent.
+func testRecordIDsByKey(t *testing.T, e engine) {
+	ctx := context.Background()
+	s := e.open(t)
+	want := map[string]string{}
+	var keys []string
+	for i := range maxKeysPerRead + 20 {
+		k := fmt.Sprintf("daemon:s%04d", i)
+		keys = append(keys, k)
+		if i%3 == 0 {
+			continue // never synced
+		}
+		r := rec("w", "sessions", k)
+		if err := s.CreateRecord(ctx, r, AuditEntry{}); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = r.ID
+	}
+	for _, c := range []struct{ ws, coll string }{{"w2", "sessions"}, {"w", "sessionsX"}} {
+		if err := s.CreateRecord(ctx, rec(c.ws, c.coll, "daemon:s0000"), AuditEntry{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.RecordIDsByKey(ctx, "w", "sessions", append(keys, keys[1], "daemon:unknown", "x' OR '1'='1"))
+	if err != nil || !maps.Equal(got, want) {
+		t.Fatalf("got %d keys (%v), want %d", len(got), err, len(want))
+	}
+	if got, err := s.RecordIDsByKey(ctx, "w", "sessions", nil); err != nil || len(got) != 0 {
+		t.Fatalf("no keys: %v %v", got, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -782,6 +783,42 @@ func (s *DB) Record(ctx context.Context, workspaceID, collection, id string) (Re
 func (s *DB) RecordByKey(ctx context.Context, workspaceID, collection, key string) (Record, error) {
 	r, err := scanRecord(s.queryRow(ctx, `SELECT `+recCols+` FROM records WHERE workspace_id = ? AND collection = ? AND natural_key = ?`, workspaceID, collection, key))
 	return r, notFound(err)
+}
+
+// maxKeysPerRead bounds the IN list of one RecordIDsByKey query, well
+// under either engine's limit on bound parameters.
+const maxKeysPerRead = 500
+
+func (s *DB) RecordIDsByKey(ctx context.Context, workspaceID, collection string, keys []string) (map[string]string, error) {
+	out := make(map[string]string, len(keys))
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), maxKeysPerRead)]
+		keys = keys[len(chunk):]
+		args := make([]any, 0, len(chunk)+2)
+		args = append(args, workspaceID, collection)
+		for _, k := range chunk {
+			args = append(args, k)
+		}
+		q := `SELECT natural_key, id FROM records WHERE workspace_id = ? AND collection = ? AND natural_key IN (?` + strings.Repeat(",?", len(chunk)-1) + `)`
+		// The IN list varies in length: not worth a prepared statement each.
+		rows, err := s.read.QueryContext(ctx, s.bind(q), args...)
+		if err != nil {
+			return nil, fmt.Errorf("records by key: %w", unavailable(err))
+		}
+		pairs, err := collect(rows, func(sc scanner) ([2]string, error) {
+			var p [2]string
+			err := sc.Scan(&p[0], &p[1])
+			return p, err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("records by key: %w", err)
+		}
+		for _, p := range pairs {
+			out[p[0]] = p[1]
+		}
+	}
+	return out, nil
 }
 
 func (s *DB) Records(ctx context.Context, workspaceID, collection string, opts ListOptions) ([]Record, error) {

@@ -188,6 +188,10 @@ type Store interface {
 	CreateRecordChecked(ctx context.Context, r *Record, check func(RecordReader) error, audit AuditEntry) error
 	Record(ctx context.Context, workspaceID, collection, id string) (Record, error)
 	RecordByKey(ctx context.Context, workspaceID, collection, key string) (Record, error)
+	// RecordIDsByKey maps each of keys that names a record of the
+	// collection to that record's id, in one indexed read (a page of
+	// results linking to records by key); keys naming none are absent.
+	RecordIDsByKey(ctx context.Context, workspaceID, collection string, keys []string) (map[string]string, error)
 	Records(ctx context.Context, workspaceID, collection string, opts ListOptions) ([]Record, error)
 	UpdateRecord(ctx context.Context, r *Record, audit AuditEntry) error
 	DeleteRecord(ctx context.Context, workspaceID, collection, id string, audit AuditEntry) error
