@@ -224,3 +224,35 @@ func TestMetricsToken(t *testing.T) {
 		t.Fatalf("with the token: %d", code)
 	}
 }
+
+// Two replicas on one database: the backlog is the database's, so both
+// report the same figures, while request counts are each replica's own.
+func TestMetricsAcrossReplicas(t *testing.T) {
+	a, b := twoReplicas(t)
+	u := a.NewUser("r@example.com")
+	ctx := context.Background()
+	ex, err := u.Client.CreateManagedExecutor(ctx, u.Workspace, sdk.ManagedExecutorCreateRequest{Name: "ci", Agents: []string{"shell"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := u.Client.CreateWorkflowRun(ctx, u.Workspace, sdk.WorkflowRunCreateRequest{Agent: "shell", Prompt: "make test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, err := b.Client(ex.Credential).ClaimLease(ctx, sdk.WorkerClaimRequest{Agents: []string{"shell"}}); err != nil || !ok {
+		t.Fatalf("claim on replica b: %v %v", ok, err)
+	}
+	create, claim := map[string]string{"route": "POST /api/workflow-runs", "code": "201"}, map[string]string{"route": "POST /api/runtime/worker/claim"}
+	for name, s := range map[string]*servertest.Server{"a": a, "b": b} {
+		_, fams := scrape(t, s.URL, "")
+		if q, l, live := fams.must(t, "reeve_workflow_runs", map[string]string{"status": "queued"}), fams.must(t, "reeve_workflow_runs", map[string]string{"status": "leased"}), fams.must(t, "reeve_workflow_leases", map[string]string{"state": "live"}); q != 1 || l != 1 || live != 1 {
+			t.Fatalf("replica %s: %v queued, %v leased, %v live leases; want 1, 1, 1", name, q, l, live)
+		}
+		created, _ := fams.value("reeve_http_requests_total", create)
+		claimed, _ := fams.value("reeve_http_requests_total", claim)
+		if want := map[string][2]float64{"a": {2, 0}, "b": {0, 1}}[name]; created != want[0] || claimed != want[1] {
+			t.Fatalf("replica %s counted %v run creations and %v claims, want %v", name, created, claimed, want)
+		}
+	}
+}
