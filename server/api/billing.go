@@ -21,7 +21,6 @@ import (
 const paymentsWebhookOp = "postApiWebhooksPaymentsEvents"
 
 func (s *Server) billingHandlers() map[string]handlerFunc {
-	rawBodyRoutes[paymentsWebhookOp] = true
 	return map[string]handlerFunc{
 		"createBillingCheckoutSession": s.checkoutSession,
 		"reconcileBillingCustomer":     s.reconcileCustomer,

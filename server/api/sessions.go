@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"reeve.dev/reeve/server/auth"
 	"reeve.dev/reeve/server/sdk"
@@ -85,42 +86,46 @@ func accessOf(raw json.RawMessage) sessionAccess {
 // sessionNeed is the least session role each session operation needs,
 // keyed by method and the path below {agentSession}. Every route under
 // /sessions/{agentSession} must be listed: the gate refuses unknown ones.
-var sessionNeed = map[string]string{
-	"GET ":                      sessViewer,
-	"POST /access":              sessOwner,
-	"DELETE /access/{aclEntry}": sessOwner,
-	"POST /access-requests":     "", // any member: asking is how one gets a role
-	"POST /access-requests/{accessRequestId}/decision": sessApprover,
-	"GET /adapter-receipts":                            sessViewer,
-	"GET /approval-audit":                              sessViewer,
-	"POST /attempt-graph":                              sessSteerer,
-	"GET /collaboration":                               sessViewer,
-	"POST /collaboration-events":                       sessCommenter,
-	"GET /compute-evidence":                            sessViewer,
-	"POST /context-corrections":                        sessCommenter,
-	"POST /context-working-set":                        sessViewer,
-	"GET /effective-policy":                            sessViewer,
-	"GET /events":                                      sessViewer,
-	"POST /fan-in-review":                              sessSteerer,
-	"GET /governance":                                  sessViewer,
-	"GET /guardrail-evidence":                          sessViewer,
-	"GET /mcp-tools":                                   sessViewer,
-	"POST /memory-retrieval":                           sessViewer,
-	"POST /model-routing-decision":                     sessSteerer,
-	"POST /policy-change-proposals":                    sessSteerer,
-	"POST /policy-change-proposals/open-pr":            sessApprover,
-	"GET /readiness":                                   sessViewer,
-	"GET /receipt-export":                              sessViewer,
-	"GET /room":                                        sessViewer,
-	"POST /routing-decisions":                          sessSteerer,
-	"POST /run-attempts":                               sessSteerer,
-	"GET /spend":                                       sessViewer,
-	"GET /support-debug":                               sessViewer,
-	"GET /trace-export":                                sessViewer,
-	"POST /verification-attempts":                      sessSteerer,
-	"POST /verification-pack":                          sessSteerer,
-	"POST /verification-repair-handoffs":               sessSteerer,
-}
+// Made on first use, like every table only the server reads: each command
+// of the binary runs package init.
+var sessionNeed = sync.OnceValue(func() map[string]string {
+	return map[string]string{
+		"GET ":                      sessViewer,
+		"POST /access":              sessOwner,
+		"DELETE /access/{aclEntry}": sessOwner,
+		"POST /access-requests":     "", // any member: asking is how one gets a role
+		"POST /access-requests/{accessRequestId}/decision": sessApprover,
+		"GET /adapter-receipts":                            sessViewer,
+		"GET /approval-audit":                              sessViewer,
+		"POST /attempt-graph":                              sessSteerer,
+		"GET /collaboration":                               sessViewer,
+		"POST /collaboration-events":                       sessCommenter,
+		"GET /compute-evidence":                            sessViewer,
+		"POST /context-corrections":                        sessCommenter,
+		"POST /context-working-set":                        sessViewer,
+		"GET /effective-policy":                            sessViewer,
+		"GET /events":                                      sessViewer,
+		"POST /fan-in-review":                              sessSteerer,
+		"GET /governance":                                  sessViewer,
+		"GET /guardrail-evidence":                          sessViewer,
+		"GET /mcp-tools":                                   sessViewer,
+		"POST /memory-retrieval":                           sessViewer,
+		"POST /model-routing-decision":                     sessSteerer,
+		"POST /policy-change-proposals":                    sessSteerer,
+		"POST /policy-change-proposals/open-pr":            sessApprover,
+		"GET /readiness":                                   sessViewer,
+		"GET /receipt-export":                              sessViewer,
+		"GET /room":                                        sessViewer,
+		"POST /routing-decisions":                          sessSteerer,
+		"POST /run-attempts":                               sessSteerer,
+		"GET /spend":                                       sessViewer,
+		"GET /support-debug":                               sessViewer,
+		"GET /trace-export":                                sessViewer,
+		"POST /verification-attempts":                      sessSteerer,
+		"POST /verification-pack":                          sessSteerer,
+		"POST /verification-repair-handoffs":               sessSteerer,
+	}
+})
 
 // sessionSuffix is the part of a session route below {agentSession}, or
 // ok=false for routes that are not about one session.
@@ -140,7 +145,7 @@ func SessionRoleNeeded(r Route) (role string, isSession bool) {
 	if !ok {
 		return "", false
 	}
-	return sessionNeed[k], true
+	return sessionNeed()[k], true
 }
 
 // gateSession loads the route's session and checks the caller's effective
@@ -150,7 +155,7 @@ func (s *Server) gateSession(c *call) error {
 	if !ok {
 		return nil
 	}
-	need, known := sessionNeed[k]
+	need, known := sessionNeed()[k]
 	if !known {
 		return forbidden("no session role is defined for %s", k)
 	}

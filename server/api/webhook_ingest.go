@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"reeve.dev/reeve/server/auth"
@@ -63,14 +64,15 @@ func providerByName(name string) (sdk.WebhookProvider, bool) {
 }
 
 // rawBodyRoutes read their own body: a signature covers the bytes as
-// sent, and is checked before the JSON is.
-var rawBodyRoutes = func() map[string]bool {
-	m := map[string]bool{}
+// sent, and is checked before the JSON is. Made on first use: every command
+// of the binary runs package init, and few serve the API.
+var rawBodyRoutes = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{paymentsWebhookOp: true}
 	for _, p := range providers {
 		m[OperationID("POST", p.IngestPath)] = true
 	}
 	return m
-}()
+})
 
 func (s *Server) ingestHandlers() map[string]handlerFunc {
 	m := map[string]handlerFunc{}
