@@ -211,7 +211,9 @@ func buildReeve(ctx context.Context, env *Env, src, out, ver string) error {
 	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-o", out,
 		"-ldflags", "-X reeve.dev/reeve/internal/version.Version="+strings.TrimPrefix(ver, "v"), "./cmd/reeve")
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	// Built as the README builds it: static, without cgo (docs/architecture.md,
+	// "Start-up and memory").
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0")
 	if p := env.Getenv("GOPROXY"); p != "" {
 		cmd.Env = append(cmd.Env, "GOPROXY="+p)
 	}

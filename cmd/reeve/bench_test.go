@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,100 +14,6 @@ import (
 
 	"reeve.dev/reeve/daemon/store"
 )
-
-// The command-line benchmarks exec real processes. BenchmarkCLI runs, in
-// each iteration, the baselines and then `reeve --version` and `reeve
-// status` against a running daemon, so each ratio compares runs under the
-// same load. Wall time and CPU time (user + system, less sensitive to a busy
-// machine) are both reported. The baselines, all built the same way (go
-// build, default flags):
-//   - hello: fmt.Println alone, a static binary of about 2 MB;
-//   - hello-net: the same linking net, which (with cgo available, as where
-//     reeve is built) makes it dynamically linked like reeve, so it pays the
-//     dynamic loader and libc's start;
-//   - hello-deps: the same linking every package reeve's main links, for
-//     their package initialisation, and printing hello: the floor of any
-//     command of a binary with reeve's dependencies.
-func BenchmarkCLI(b *testing.B) {
-	hello := buildHello(b)
-	helloNet := buildGo(b, "package main\n\nimport (\n\t\"fmt\"\n\t\"net\"\n)\n\nfunc main() { fmt.Println(\"hello\", net.IPv4len) }\n")
-	helloDeps := buildHelloDeps(b)
-	dir := filepath.Join(b.TempDir(), "home")
-	startForBench(b, dir)
-	type cost struct{ wall, cpu time.Duration }
-	run := func(c *cost, exe string, args ...string) {
-		cmd := exec.Command(exe, args...)
-		cmd.Env = append(os.Environ(), "REEVE_HOME="+dir)
-		t0 := time.Now()
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			b.Fatalf("%s %v: %v\n%s", exe, args, err, out)
-		}
-		c.wall += time.Since(t0)
-		c.cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	}
-	var h, hn, hd, v, st cost
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		run(&h, hello)
-		run(&hn, helloNet)
-		run(&hd, helloDeps)
-		run(&v, reeveBin, "--version")
-		run(&st, reeveBin, "status")
-	}
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
-	b.ReportMetric(ms(h.wall), "hello-ms")
-	b.ReportMetric(ms(hn.wall), "hello-net-ms")
-	b.ReportMetric(ms(hd.wall), "hello-deps-ms")
-	b.ReportMetric(ms(v.wall), "version-ms")
-	b.ReportMetric(ms(st.wall), "status-ms")
-	b.ReportMetric(float64(v.wall)/float64(h.wall), "version/hello")
-	b.ReportMetric(float64(st.wall)/float64(h.wall), "status/hello")
-	b.ReportMetric(float64(v.cpu)/float64(h.cpu), "version/hello-cpu")
-	b.ReportMetric(float64(st.cpu)/float64(h.cpu), "status/hello-cpu")
-	b.ReportMetric(float64(hn.wall)/float64(h.wall), "hello-net/hello")
-	b.ReportMetric(float64(hd.wall)/float64(h.wall), "hello-deps/hello")
-	b.ReportMetric(float64(v.wall)/float64(hd.wall), "version/hello-deps")
-	b.ReportMetric(float64(st.wall)/float64(hd.wall), "status/hello-deps")
-}
-
-// buildHelloDeps builds the hello-deps baseline: a main package that links
-// what cmd/reeve's main links and only prints. It is placed beside
-// cmd/reeve with an overlay, so that it is built inside the module without
-// writing into the source tree.
-func buildHelloDeps(b *testing.B) string {
-	wd, err := os.Getwd()
-	if err != nil {
-		b.Fatal(err)
-	}
-	pkg, err := exec.Command("go", "list", "-f", "{{join .Imports \" \"}}", ".").Output()
-	if err != nil {
-		b.Fatalf("go list: %v", err)
-	}
-	var src strings.Builder
-	src.WriteString("package main\n\nimport (\n\t\"fmt\"\n")
-	for _, p := range strings.Fields(string(pkg)) {
-		if p != "fmt" {
-			fmt.Fprintf(&src, "\t_ %q\n", p)
-		}
-	}
-	src.WriteString(")\n\nfunc main() { fmt.Println(\"hello\") }\n")
-	tmp := b.TempDir()
-	file := filepath.Join(tmp, "main.go")
-	if err := os.WriteFile(file, []byte(src.String()), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(wd, "hellodeps", "main.go"): file}})
-	ovFile := filepath.Join(tmp, "overlay.json")
-	if err := os.WriteFile(ovFile, overlay, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	exe := filepath.Join(tmp, "hellodeps")
-	if out, err := exec.Command("go", "build", "-overlay", ovFile, "-o", exe, "./hellodeps").CombinedOutput(); err != nil {
-		b.Fatalf("build hello-deps: %v\n%s", err, out)
-	}
-	return exe
-}
 
 // BenchmarkIdleDaemonMemory reports the memory of an idle daemon. Both
 // processes run the same executable, so RSS counts its shared pages twice;
@@ -244,13 +149,18 @@ func buildHello(b *testing.B) string {
 }
 
 // buildGo builds a one-file program the way the harness builds reeve
-// (go build, default flags).
+// (goBuild), in a module of the same go version as reeve's, which sets the
+// same GODEBUG defaults.
 func buildGo(b *testing.B, source string) string {
 	dir := b.TempDir()
+	goVersion, err := exec.Command("go", "list", "-m", "-f", "{{.GoVersion}}").Output()
+	if err != nil {
+		b.Fatalf("go list -m: %v", err)
+	}
 	os.WriteFile(filepath.Join(dir, "main.go"), []byte(source), 0o600)
-	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo 1.22\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo "+strings.TrimSpace(string(goVersion))+"\n"), 0o600)
 	exe := filepath.Join(dir, "hello")
-	cmd := exec.Command("go", "build", "-o", exe, ".")
+	cmd := goBuild("-o", exe, ".")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("build hello: %v\n%s", err, out)
