@@ -56,6 +56,31 @@ type channel struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   <-chan struct{}
+
+	// failure, once set (fail), is what reading the channel returns: why
+	// the client ended it.
+	failMu  sync.Mutex
+	failure error
+}
+
+// fail ends the channel for err, which its reader then returns.
+func (c *channel) fail(err error) {
+	c.failMu.Lock()
+	if c.failure == nil {
+		c.failure = err
+	}
+	c.failMu.Unlock()
+	c.Close("the control plane refused the client's credentials")
+}
+
+// failed is the reason fail gave, or err.
+func (c *channel) failed(err error) error {
+	c.failMu.Lock()
+	defer c.failMu.Unlock()
+	if c.failure != nil {
+		return c.failure
+	}
+	return err
 }
 
 // AccessToken implements wireclient.AccessTokenHolder.
@@ -211,7 +236,7 @@ func (c *channel) ReadFrame(ctx context.Context) ([]byte, error) {
 		p, err := readPayload(ctx, c.ws)
 		if err != nil {
 			c.cancel()
-			return nil, err
+			return nil, c.failed(err)
 		}
 		msg, done, err := c.sess.Open(p)
 		if err != nil {

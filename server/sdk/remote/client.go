@@ -66,6 +66,9 @@ type Client struct {
 	anchor    []byte
 	admission e2e.Admission
 	refreshes int
+	// refused is the control plane's refusal of the credentials
+	// (ErrSignInAgain), which ends the client.
+	refused error
 }
 
 // Dial connects, verifies the daemon's anchor and exchanges hellos. A
@@ -123,17 +126,23 @@ func (c *Client) Anchor() []byte {
 // connect dials the relay and runs the key exchange: one transport of the
 // protocol client.
 func (c *Client) connect(ctx context.Context, opts Options) (wireclient.Transport, error) {
+	c.mu.Lock()
+	refused := c.refused
+	c.mu.Unlock()
+	if refused != nil {
+		return nil, refused
+	}
 	got := time.Now()
 	held := &accessHeld{}
 	tctx := context.WithValue(context.WithValue(ctx, targetKey{}, opts.RuntimeTargetID), accessKey{}, held)
 	tok, err := opts.Token(tctx)
 	if err != nil {
-		return nil, fmt.Errorf("get a relay token: %w", err)
+		return nil, fmt.Errorf("get a relay token: %w", refusedCredentials(err))
 	}
 	access := held.token
 	if opts.AccessToken != nil {
 		if access, err = opts.AccessToken(tctx); err != nil {
-			return nil, fmt.Errorf("get an access token: %w", err)
+			return nil, fmt.Errorf("get an access token: %w", refusedCredentials(err))
 		}
 	}
 	u, err := WSURL(opts.RelayURL, relaywire.RoleClient, opts.WorkspaceID, opts.RuntimeTargetID)
@@ -164,5 +173,5 @@ func (c *Client) connect(ctx context.Context, opts Options) (wireclient.Transpor
 // permanent reports whether a connection failure will not cure itself by
 // dialling again.
 func permanent(err error) bool {
-	return errors.Is(err, e2e.ErrAnchor) || errors.Is(err, e2e.ErrFingerprint) || errors.Is(err, e2e.ErrRefused)
+	return errors.Is(err, e2e.ErrAnchor) || errors.Is(err, e2e.ErrFingerprint) || errors.Is(err, e2e.ErrRefused) || errors.Is(err, ErrSignInAgain)
 }

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"time"
 
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/server/sdk"
 )
 
 // A remote client's access token expires with its relay token (10 minutes
@@ -52,8 +54,11 @@ func refreshAt(got, expires time.Time, jitter float64) time.Time {
 
 // keepAccessFresh presents a fresh access token on ch before the current
 // one expires, until the channel ends. A failure to get one is tried
-// again, sooner as expiry nears; if the token runs out anyway the daemon
-// closes the channel and the client reconnects with a fresh one. An
+// again with backoff (1 s doubling to 30 s, and more often as expiry
+// nears); if the token runs out anyway the daemon closes the channel and
+// the client reconnects with a fresh one. A refusal (ErrSignInAgain: the
+// credentials were revoked, or the user is no longer a member) is not
+// tried again: it ends the channel and the client with that error. An
 // AccessToken source that returns the same token again ends the refreshes.
 func (c *Client) keepAccessFresh(ch *channel, opts Options, got time.Time) {
 	cur := ch.access
@@ -62,6 +67,7 @@ func (c *Client) keepAccessFresh(ch *channel, opts Options, got time.Time) {
 		return // no access token, not one this client can read, or one already spent
 	}
 	at := refreshAt(got, exp, rand.Float64())
+	backoff := time.Second
 	for {
 		t := time.NewTimer(time.Until(at))
 		select {
@@ -80,17 +86,54 @@ func (c *Client) keepAccessFresh(ch *channel, opts Options, got time.Time) {
 			c.refreshes++
 			c.mu.Unlock()
 			cur, got, exp = tok, time.Now(), nexp
-			at = refreshAt(got, exp, rand.Float64())
+			at, backoff = refreshAt(got, exp, rand.Float64()), time.Second
 			continue
 		}
 		if err == nil {
 			return // a source that hands out one fixed token cannot refresh it
 		}
-		retry := max(time.Second, min(5*time.Second, time.Until(exp)/2))
+		if errors.Is(err, ErrSignInAgain) {
+			if opts.Logf != nil {
+				opts.Logf("remote: %v", err)
+			}
+			c.refuse(err)
+			ch.fail(err)
+			return
+		}
+		retry := max(time.Second, min(backoff, time.Until(exp)/2))
+		backoff = min(2*backoff, maxRefreshBackoff)
 		if opts.Logf != nil && ch.ctx.Err() == nil {
 			opts.Logf("remote: refresh the access token: %v; trying again in %s", err, retry.Round(time.Millisecond))
 		}
 		at = time.Now().Add(retry)
+	}
+}
+
+// maxRefreshBackoff bounds the wait between failed refreshes.
+const maxRefreshBackoff = 30 * time.Second
+
+// ErrSignInAgain ends a client whose credentials the control plane
+// refused (401 or 403 for its relay or access token: a revoked token, a
+// user removed from the workspace): dialling or refreshing again cannot
+// cure it, only new credentials can.
+var ErrSignInAgain = errors.New("the control plane refused this client's credentials (revoked, or no longer a member of the workspace); sign in again")
+
+// refusedCredentials marks err as ErrSignInAgain when the control plane
+// answered it with 401 or 403.
+func refusedCredentials(err error) error {
+	var ae *sdk.APIError
+	if errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden) {
+		return fmt.Errorf("%w: %w", ErrSignInAgain, err)
+	}
+	return err
+}
+
+// refuse remembers a refusal, so that no later dial asks again.
+func (c *Client) refuse(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refused == nil {
+		c.refused = err
 	}
 }
 
@@ -99,13 +142,13 @@ func (c *Client) freshAccess(ctx context.Context, opts Options) (string, time.Ti
 	held := &accessHeld{fresh: true}
 	tctx := context.WithValue(context.WithValue(ctx, targetKey{}, opts.RuntimeTargetID), accessKey{}, held)
 	if _, err := opts.Token(tctx); err != nil {
-		return "", time.Time{}, fmt.Errorf("get a relay token: %w", err)
+		return "", time.Time{}, fmt.Errorf("get a relay token: %w", refusedCredentials(err))
 	}
 	tok := held.token
 	if opts.AccessToken != nil {
 		var err error
 		if tok, err = opts.AccessToken(tctx); err != nil {
-			return "", time.Time{}, fmt.Errorf("get an access token: %w", err)
+			return "", time.Time{}, fmt.Errorf("get an access token: %w", refusedCredentials(err))
 		}
 	}
 	exp, ok := accessExpiry(tok)
