@@ -91,11 +91,24 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 		if route == "" {
 			route = "unmatched"
 		}
-		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(sw.code)).Inc()
+		method := methodLabel(r.Method)
+		m.requests.WithLabelValues(route, method, strconv.Itoa(sw.code)).Inc()
 		if route != "/ws" {
-			m.latency.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+			m.latency.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 		}
 	})
+}
+
+// methodLabel is the method as a label value: the standard methods by
+// name, any other as "other". A client may send any token as a method,
+// and each new label value is a series the registry keeps for good.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
 }
 
 // ServeHTTP answers /metrics in the Prometheus text format.

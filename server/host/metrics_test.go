@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -254,5 +255,41 @@ func TestMetricsAcrossReplicas(t *testing.T) {
 		if want := map[string][2]float64{"a": {2, 0}, "b": {0, 1}}[name]; created != want[0] || claimed != want[1] {
 			t.Fatalf("replica %s counted %v run creations and %v claims, want %v", name, created, claimed, want)
 		}
+	}
+}
+
+// A client chooses the method and the path of its requests, not the
+// label values: forty made-up methods on forty made-up paths add one
+// series, not forty.
+func TestMetricsLabelsBounded(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{})
+	_, before := scrape(t, s.URL, "")
+	for i := range 40 {
+		req, _ := http.NewRequest(fmt.Sprintf("BREW%d", i), fmt.Sprintf("%s/no/such/path/%d", s.URL, i), nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	_, after := scrape(t, s.URL, "")
+	added := len(after["reeve_http_requests_total"].GetMetric()) - len(before["reeve_http_requests_total"].GetMetric())
+	// The scrape before is one more series (GET /metrics 200) at most.
+	if added > 2 {
+		t.Fatalf("made-up requests added %d series", added)
+	}
+	var other float64
+	for _, m := range after["reeve_http_requests_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "method" && strings.HasPrefix(l.GetValue(), "BREW") {
+				t.Fatalf("a made-up method became a label value: %v", m)
+			}
+			if l.GetName() == "method" && l.GetValue() == "other" {
+				other += m.GetCounter().GetValue()
+			}
+		}
+	}
+	if other != 40 {
+		t.Fatalf("%v requests counted under method other, want 40", other)
 	}
 }
