@@ -48,8 +48,8 @@ type metrics struct {
 // latencyBuckets are the upper bounds (seconds) of the latency histogram.
 var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
-// scrapesInFlight bounds concurrent scrapes: each one queries the
-// database, so a flood of them is answered 503 rather than queued.
+// scrapesInFlight bounds concurrent scrapes: a gathering queries the
+// database, so a flood of scrapes is answered 503 rather than queued.
 const scrapesInFlight = 4
 
 func newMetrics(h *Host) *metrics {
@@ -73,9 +73,14 @@ func newMetrics(h *Host) *metrics {
 		reg.MustRegister(newStoreCollector(st, h.opts.Logger))
 	}
 	m.serve = relay.MetricsAccess(os.Getenv(EnvMetricsToken), promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:            slog.NewLogLogger(h.opts.Logger.Handler(), slog.LevelWarn),
-		ErrorHandling:       promhttp.ContinueOnError,
+		ErrorLog:      slog.NewLogLogger(h.opts.Logger.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+		// Scrapes that arrive together share one gathering, so one set
+		// of backlog queries; beyond scrapesInFlight they are refused.
+		CoalesceGather:      true,
 		MaxRequestsInFlight: scrapesInFlight,
+		// promhttp_metric_handler_errors_total counts failed gatherings.
+		Registry: reg,
 	}))
 	return m
 }

@@ -2,7 +2,9 @@ package host_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -291,5 +293,76 @@ func TestMetricsLabelsBounded(t *testing.T) {
 	}
 	if other != 40 {
 		t.Fatalf("%v requests counted under method other, want 40", other)
+	}
+}
+
+// Scrapes while the database is slow (a table lock holds the backlog
+// query): those arriving together share one gathering, so one query;
+// beyond four at once they are refused with 503, not queued; when the
+// database answers, the waiting ones are served.
+func TestMetricsScrapeFlood(t *testing.T) {
+	pg := storetest.PostgresURL(t)
+	s := servertest.Start(t, servertest.Options{DataDir: filepath.Join(t.TempDir(), "data"), DatabaseURL: pg})
+	db, err := sql.Open("pgx", pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `LOCK TABLE workflow_runs IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	const scrapes = 6
+	codes := make(chan int, scrapes)
+	for range scrapes {
+		go func() {
+			res, err := http.Get(s.URL + "/metrics")
+			if err != nil {
+				t.Error(err)
+				codes <- 0
+				return
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			codes <- res.StatusCode
+		}()
+	}
+	// Four hold the slots while the lock holds the query: the other two
+	// are refused at once.
+	for range scrapes - 4 {
+		if c := <-codes; c != http.StatusServiceUnavailable {
+			t.Fatalf("a scrape beyond four got %d, want 503", c)
+		}
+	}
+	waiting := func() (n int) {
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'SELECT status, count(*)%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for waiting() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // time for uncoalesced scrapes to queue queries of their own
+	if n := waiting(); n != 1 {
+		t.Fatalf("%d backlog queries wait for the lock, want the one the four scrapes share", n)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if c := <-codes; c != 200 {
+			t.Fatalf("a waiting scrape got %d after the database answered", c)
+		}
+	}
+	if _, fams := scrape(t, s.URL, ""); fams.must(t, "reeve_backlog_up", nil) != 1 {
+		t.Fatalf("the backlog after the lock")
 	}
 }
