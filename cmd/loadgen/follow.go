@@ -81,6 +81,7 @@ type phase struct {
 	wanted    int // lines a second wanted, over every session
 	events    int64
 	cpu       time.Duration // the worker's, from the first write to the last session's end
+	cpuWrite  time.Duration // the worker's while the hub wrote
 	writing   time.Duration // how long the hub wrote
 	completed int           // sessions that ended completed
 	sessions  int
@@ -261,6 +262,11 @@ func runPhase(ctx context.Context, d *daemonUnderTest, o phaseOptions, writers, 
 	}()
 	p.written, p.refused = writeLines(ss, o)
 	p.writing = time.Since(start)
+	cpuW, err := cpuOf(d.pid)
+	if err != nil {
+		return p, err
+	}
+	p.cpuWrite = cpuW - cpu0
 	p.lines = ss[0].written
 	p.wanted = len(ss) * o.rate
 	for _, s := range ss {
@@ -493,10 +499,11 @@ func report(p phase) {
 	slices.Sort(p.lat)
 	q := func(f float64) time.Duration { return p.lat[min(len(p.lat)-1, int(f*float64(len(p.lat))))] }
 	secs := p.writing.Seconds()
-	fmt.Printf("%-24s followed %d/%d lines p50=%v p99=%v p99.9=%v max=%v bad=%d | all: %.0f lines/s written of %d wanted, %d refused; events %.0f/s; worker %v cpu, %.1f µs/event, %.1f µs/line | %d/%d completed\n",
+	fmt.Printf("%-24s followed %d/%d lines p50=%v p99=%v p99.9=%v max=%v bad=%d | all: %.0f lines/s written of %d wanted, %d refused; events %.0f/s; worker %v cpu, %.1f µs/event, %.1f µs/line (while writing: %.0f%% of a core, %.1f µs/line) | %d/%d completed\n",
 		p.name, len(p.lat), p.lines, q(0.5).Round(time.Microsecond), q(0.99).Round(time.Microsecond), q(0.999).Round(time.Microsecond),
 		p.lat[len(p.lat)-1].Round(time.Microsecond), p.badStamps,
 		float64(p.written)/secs, p.wanted, p.refused, float64(p.events)/secs, p.cpu,
 		float64(p.cpu.Microseconds())/float64(max(p.events, 1)), float64(p.cpu.Microseconds())/float64(max(p.written, 1)),
+		100*p.cpuWrite.Seconds()/secs, float64(p.cpuWrite.Microseconds())/float64(max(p.written, 1)),
 		p.completed, p.sessions)
 }
