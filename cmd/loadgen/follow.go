@@ -82,6 +82,7 @@ type phase struct {
 	events    int64
 	cpu       time.Duration // the worker's, from the first write to the last session's end
 	cpuWrite  time.Duration // the worker's while the hub wrote
+	cpuSelf   time.Duration // this process's (the hub and the follower) while the hub wrote
 	writing   time.Duration // how long the hub wrote
 	completed int           // sessions that ended completed
 	sessions  int
@@ -189,6 +190,15 @@ func cpuOf(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / hz, nil
 }
 
+// selfCPU is this process's user and system time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // phaseTimeout bounds each wait of a phase on the daemon or an agent.
 const phaseTimeout = 2 * time.Minute
 
@@ -254,6 +264,7 @@ func runPhase(ctx context.Context, d *daemonUnderTest, o phaseOptions, writers, 
 	if err != nil {
 		return p, err
 	}
+	self0 := selfCPU()
 	start := time.Now()
 	received := make(chan []time.Duration, 1)
 	var bad int
@@ -267,6 +278,7 @@ func runPhase(ctx context.Context, d *daemonUnderTest, o phaseOptions, writers, 
 		return p, err
 	}
 	p.cpuWrite = cpuW - cpu0
+	p.cpuSelf = selfCPU() - self0
 	p.lines = ss[0].written
 	p.wanted = len(ss) * o.rate
 	for _, s := range ss {
@@ -499,11 +511,11 @@ func report(p phase) {
 	slices.Sort(p.lat)
 	q := func(f float64) time.Duration { return p.lat[min(len(p.lat)-1, int(f*float64(len(p.lat))))] }
 	secs := p.writing.Seconds()
-	fmt.Printf("%-24s followed %d/%d lines p50=%v p99=%v p99.9=%v max=%v bad=%d | all: %.0f lines/s written of %d wanted, %d refused; events %.0f/s; worker %v cpu, %.1f µs/event, %.1f µs/line (while writing: %.0f%% of a core, %.1f µs/line) | %d/%d completed\n",
+	fmt.Printf("%-24s followed %d/%d lines p50=%v p99=%v p99.9=%v max=%v bad=%d | all: %.0f lines/s written of %d wanted, %d refused; events %.0f/s; worker %v cpu, %.1f µs/event, %.1f µs/line (while writing: %.0f%% of a core, %.1f µs/line; loadgen %.0f%%) | %d/%d completed\n",
 		p.name, len(p.lat), p.lines, q(0.5).Round(time.Microsecond), q(0.99).Round(time.Microsecond), q(0.999).Round(time.Microsecond),
 		p.lat[len(p.lat)-1].Round(time.Microsecond), p.badStamps,
 		float64(p.written)/secs, p.wanted, p.refused, float64(p.events)/secs, p.cpu,
 		float64(p.cpu.Microseconds())/float64(max(p.events, 1)), float64(p.cpu.Microseconds())/float64(max(p.written, 1)),
-		100*p.cpuWrite.Seconds()/secs, float64(p.cpuWrite.Microseconds())/float64(max(p.written, 1)),
+		100*p.cpuWrite.Seconds()/secs, float64(p.cpuWrite.Microseconds())/float64(max(p.written, 1)), 100*p.cpuSelf.Seconds()/secs,
 		p.completed, p.sessions)
 }
