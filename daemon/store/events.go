@@ -413,6 +413,11 @@ func (s *Store) Events(ctx context.Context, sessionID string, afterSeq int64, li
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
+	s.stmtsMu.RLock()
+	defer s.stmtsMu.RUnlock()
+	if s.stmtsClosed {
+		return nil, fmt.Errorf("read events of %s: %w", sessionID, ErrClosed)
+	}
 	conn, err := s.reader.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read events of %s: %w", sessionID, err)
@@ -519,6 +524,9 @@ func (s *Store) eventsStmt(dc any) (driver.StmtQueryContext, error) {
 // closeStmts finalises the statements prepared by eventsStmt; Close calls
 // it before closing their connections.
 func (s *Store) closeStmts() error {
+	s.stmtsMu.Lock()
+	defer s.stmtsMu.Unlock()
+	s.stmtsClosed = true
 	var errs []error
 	s.stmts.Range(func(k, v any) bool {
 		errs = append(errs, v.(driver.Stmt).Close())

@@ -89,8 +89,13 @@ type Store struct {
 	watchers watchHub
 
 	// stmts holds the replay statement of each reader connection
-	// (eventsStmt).
-	stmts sync.Map
+	// (eventsStmt). A read holds stmtsMu's read lock while it uses one,
+	// so that Close finalises them only once no read is running (a
+	// follower may be reading when the store closes), and stmtsClosed
+	// turns later reads away.
+	stmts       sync.Map
+	stmtsMu     sync.RWMutex
+	stmtsClosed bool
 
 	// ends holds terminal statuses that could not be written (ends.go).
 	ends       endBook
