@@ -137,16 +137,18 @@ func newRoot(env *Env, only string) *cobra.Command {
 		Use:           "reeve",
 		Short:         "Run coding agents under governance",
 		Long:          "reeve runs coding agents in isolated worktrees under a local daemon, records every event, and asks a policy or a human before an agent uses a tool.",
-		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          noArgs,
-		RunE:          showHelp,
+		RunE:          runRoot,
 	}
 	root.SetIn(env.In)
 	root.SetOut(env.Out)
 	root.SetErr(env.Err)
-	root.SetVersionTemplate("reeve {{.Version}}\n")
+	// --version is the root's own flag rather than cobra's (Command.Version),
+	// which prints through a text/template parsed on every call: a tenth of
+	// the instructions `reeve --version` spent after package init.
+	root.Flags().BoolP("version", "v", false, "print the version")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})
@@ -223,6 +225,15 @@ func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		return withExit(ExitUsage, v(cmd, args))
 	}
+}
+
+// runRoot prints the version for --version, else the help.
+func runRoot(cmd *cobra.Command, args []string) error {
+	if v, _ := cmd.Flags().GetBool("version"); v {
+		_, err := fmt.Fprintf(cmd.OutOrStdout(), "reeve %s\n", version.Version)
+		return err
+	}
+	return showHelp(cmd, args)
 }
 
 // showHelp is the action of group commands: with no subcommand they print
