@@ -14,14 +14,15 @@ import (
 // a JSON-Schema library that compiled five metaschemas in init cost 21k
 // allocations, and a package-level regexp with a counted repetition like
 // {0,127} costs over a thousand. Today the whole binary allocates about
-// 3.9k times in init; the largest dependencies are the Prometheus client
-// that /metrics goes through (about 1,630 with its modules, 890 of them
-// procfs's package-level regexps, which no build option leaves out on
-// Linux), the service manager (about 470, its templates), then viper's
+// 3,900 times in init, more with a longer PATH (see below), so the budget
+// keeps a hundred in hand. The largest dependencies are the Prometheus
+// client that /metrics goes through (about 1,630 with its modules, 890 of
+// them procfs's package-level regexps, which no build option leaves out on
+// Linux), the service manager (about 470: its init picks the host's init system by
+// looking up four programs on PATH, so it grows with PATH), then viper's
 // dotenv reader (230, regexps) and the YAML library (280; one module,
-// go.yaml.in/yaml/v3, serves both viper and reeve). Man pages no longer
-// go through cobra/doc's Markdown parser (cli/manpage.go): that was 760
-// more.
+// go.yaml.in/yaml/v3, serves both viper and reeve). Man pages no longer go
+// through cobra/doc's Markdown parser (cli/manpage.go): that was 760 more.
 const (
 	initAllocBudget = 4000
 	// ownPackageAllocBudget is for reeve.dev packages: deferring work to
