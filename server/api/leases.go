@@ -200,9 +200,10 @@ func (s *Server) claimLease(c *call) (int, any, error) {
 	if _, set := c.body["wait_seconds"]; set {
 		wait = min(max(time.Duration(req.WaitSeconds)*time.Second, 0), maxClaimWait)
 	}
-	s.work.touch(c, e.ID)
+	pool := strings.TrimSpace(req.RunnerPool)
+	s.work.touch(c, e.ID, pool)
 	wf, _ := c.wfStore()
-	f := store.ClaimFilter{WorkspaceID: c.ws.ID, ExecutorID: e.ID, RunnerPool: strings.TrimSpace(req.RunnerPool), Agents: agents, Tags: tags, Workdirs: cleanList(req.Workdirs)}
+	f := store.ClaimFilter{WorkspaceID: c.ws.ID, ExecutorID: e.ID, RunnerPool: pool, Agents: agents, Tags: tags, Workdirs: cleanList(req.Workdirs)}
 	deadline := time.Now().Add(wait)
 	for woken := false; ; woken = true {
 		// A wake-up reaches every claimer of the workspace; after the first
@@ -348,6 +349,8 @@ func (s *Server) heartbeatLease(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	// A worker busy with a run still serves its pool.
+	s.work.touch(c, r.ExecutorID, r.RunnerPool)
 	return 200, sdk.Data[sdk.LeaseHeartbeat]{Data: sdk.LeaseHeartbeat{ExpiresAt: *r.LeaseExpires, CancelRequested: r.CancelRequested, Status: r.Status}}, nil
 }
 
@@ -783,12 +786,16 @@ func (h *workHub) watch(ctx context.Context, workspaceID string) {
 	}
 }
 
-func (h *workHub) touch(c *call, executorID string) {
+// touch records that a worker of the executor was seen, serving the
+// runner pools named (preflight's pool check, docs/workers.md): at most
+// one write a minute per executor and pool.
+func (h *workHub) touch(c *call, executorID string, pools ...string) {
 	now := c.now()
 	h.touchMu.Lock()
-	due := now.Sub(h.touched[executorID]) > time.Minute
+	key := executorID + "\x00" + strings.Join(pools, "\x00")
+	due := now.Sub(h.touched[key]) > time.Minute
 	if due {
-		h.touched[executorID] = now
+		h.touched[key] = now
 	}
 	h.touchMu.Unlock()
 	if !due {
@@ -801,7 +808,7 @@ func (h *workHub) touch(c *call, executorID string) {
 	go func() {
 		ctx, cancel := contextWithTimeout(5 * time.Second)
 		defer cancel()
-		if err := wf.TouchExecutor(ctx, executorID, now); err != nil {
+		if err := wf.TouchExecutor(ctx, executorID, now, pools...); err != nil {
 			h.s.log.Warn("touch executor", "err", err)
 		}
 	}()

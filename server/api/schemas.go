@@ -473,6 +473,8 @@ func responseSchemas() map[string]schema {
 		"WorkflowRunPreflight": object([]string{"runnable", "issues"}, schema{
 			"runnable": typ("boolean"),
 			"issues":   arrayOf(object([]string{"code", "message"}, schema{"code": tString(), "message": tString(), "field": tString()})),
+			"advisories": described(arrayOf(object([]string{"code", "message"}, schema{"code": tString(), "message": tString(), "field": tString()})),
+				"Advice that does not make the run unrunnable (extension): runner_pool_unserved when no worker of a fitting managed executor has claimed for the run's runner pool in the last 5 minutes."),
 		}),
 		"WorkflowRunPreflightNotRunnableResponse": described(schema{"allOf": []any{ref("ErrorEnvelope"), ref("WorkflowRunPreflightResponse")}},
 			"WorkflowRunPreflightResponse carried inside an ErrorEnvelope: error.details lists the readiness issues too."),

@@ -135,6 +135,8 @@ type runRequest struct {
 	IntegrationEventID string
 	issues             []sdk.WorkflowRunPreflightIssue
 	budgetReason       string
+	// fitting are the executors whose capabilities fit the run.
+	fitting []store.ManagedExecutor
 	// digest is the SHA-256 of the workflow YAML the run carries.
 	digest string
 }
@@ -264,7 +266,12 @@ func (s *Server) checkRun(c *call, req sdk.WorkflowRunCreateRequest, body map[st
 	if draft {
 		return q, nil
 	}
-	if q.Agent != "" && !slices.ContainsFunc(executors, func(e store.ManagedExecutor) bool { return executorFits(e, q) }) {
+	for _, e := range executors {
+		if executorFits(e, q) {
+			q.fitting = append(q.fitting, e)
+		}
+	}
+	if q.Agent != "" && len(q.fitting) == 0 {
 		pin := ""
 		if q.ManagedExecutorID != "" {
 			pin = " (the run is pinned to " + q.ManagedExecutorID + ")"
@@ -304,13 +311,49 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-func preflightError(issues []sdk.WorkflowRunPreflightIssue) *apiError {
+func preflightError(issues, advisories []sdk.WorkflowRunPreflightIssue) *apiError {
 	e := errorf(http.StatusUnprocessableEntity, sdk.CodeNotRunnable, "the run is not runnable: %d issue(s)", len(issues))
 	for _, i := range issues {
 		e.Details = append(e.Details, sdk.ErrorDetail{Field: i.Field, Message: i.Message})
 	}
-	e.Extra = map[string]any{"data": sdk.WorkflowRunPreflight{Runnable: false, Issues: issues}}
+	e.Extra = map[string]any{"data": sdk.WorkflowRunPreflight{Runnable: false, Issues: issues, Advisories: advisories}}
 	return e
+}
+
+// poolServedWithin is how recently a worker must have claimed for a run's
+// runner pool (or heartbeated a lease of it) for preflight to count the
+// pool as served. Workers poll continually and are recorded once a minute.
+const poolServedWithin = 5 * time.Minute
+
+// poolAdvisories says, for a run some executor's capabilities fit, when
+// no worker of those executors has served the run's runner pool lately.
+// It is advice, not a readiness issue: the run is valid and waits in the
+// queue until a worker claims for its pool (a pool scaled to zero, a
+// worker restarting), so preflight still answers runnable (spec 4.10).
+func (s *Server) poolAdvisories(c *call, q *runRequest) ([]sdk.WorkflowRunPreflightIssue, error) {
+	if len(q.fitting) == 0 {
+		return nil, nil // no_matching_executor already says so
+	}
+	wf, err := c.wfStore()
+	if err != nil {
+		return nil, err
+	}
+	seen, err := wf.PoolSeen(c.ctx(), c.ws.ID, q.RunnerPool)
+	if err != nil {
+		return nil, err
+	}
+	since := c.now().Add(-poolServedWithin)
+	for _, e := range q.fitting {
+		if at, ok := seen[e.ID]; ok && at.After(since) {
+			return nil, nil
+		}
+	}
+	pool := "the default runner pool"
+	if q.RunnerPool != "" {
+		pool = fmt.Sprintf("runner pool %q", q.RunnerPool)
+	}
+	return []sdk.WorkflowRunPreflightIssue{{Code: "runner_pool_unserved", Field: "/runner_pool",
+		Message: fmt.Sprintf("no worker of a managed executor that fits this run has claimed work for %s in the last %s; the run would wait in the queue until one does", pool, poolServedWithin)}}, nil
 }
 
 // preflight checks a request without creating a run (spec 4.10).
@@ -334,14 +377,21 @@ func (s *Server) preflight(c *call) (int, any, error) {
 	if n, ok := numberOf(c.body["max_attempts"]); ok {
 		req.MaxAttempts = int(n)
 	}
-	q, err := s.checkRun(c, req, c.body, c.body["status"] == sdk.RunDraft)
+	draft := c.body["status"] == sdk.RunDraft
+	q, err := s.checkRun(c, req, c.body, draft)
 	if err != nil {
 		return 0, nil, err
 	}
-	if len(q.issues) > 0 {
-		return 0, nil, preflightError(q.issues)
+	var advisories []sdk.WorkflowRunPreflightIssue
+	if !draft {
+		if advisories, err = s.poolAdvisories(c, q); err != nil {
+			return 0, nil, err
+		}
 	}
-	return 200, map[string]any{"data": sdk.WorkflowRunPreflight{Runnable: true, Issues: []sdk.WorkflowRunPreflightIssue{}}}, nil
+	if len(q.issues) > 0 {
+		return 0, nil, preflightError(q.issues, advisories)
+	}
+	return 200, map[string]any{"data": sdk.WorkflowRunPreflight{Runnable: true, Issues: []sdk.WorkflowRunPreflightIssue{}, Advisories: advisories}}, nil
 }
 
 // ---- create ----
@@ -402,7 +452,7 @@ func (s *Server) newRunAs(c *call, actor string, req sdk.WorkflowRunCreateReques
 		}
 	}
 	if len(blocking) > 0 {
-		return 0, nil, preflightError(blocking)
+		return 0, nil, preflightError(blocking, nil)
 	}
 	if q.budgetReason != "" {
 		status = sdk.RunBlocked

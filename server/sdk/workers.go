@@ -391,6 +391,9 @@ type WorkflowRunPreflightIssue struct {
 type WorkflowRunPreflight struct {
 	Runnable bool                        `json:"runnable"`
 	Issues   []WorkflowRunPreflightIssue `json:"issues"`
+	// Advisories do not make the run unrunnable: a runner pool no fitting
+	// worker has served lately (runner_pool_unserved) is one.
+	Advisories []WorkflowRunPreflightIssue `json:"advisories,omitempty"`
 }
 
 // ---- runtime routes: the worker's side (runner credential or lease token) ----

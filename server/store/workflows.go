@@ -133,7 +133,13 @@ type Workflows interface {
 	// UpdateExecutor applies fn to a live executor (tags, a new token hash,
 	// deletion) in one transaction.
 	UpdateExecutor(ctx context.Context, workspaceID, id string, fn func(*ManagedExecutor) error, audit AuditEntry) (ManagedExecutor, error)
-	TouchExecutor(ctx context.Context, id string, now time.Time) error
+	// TouchExecutor records that a worker of the executor was seen at now,
+	// serving the runner pools named (claiming for one, or holding a lease
+	// of one; "" is the default pool).
+	TouchExecutor(ctx context.Context, id string, now time.Time, pools ...string) error
+	// PoolSeen is when each executor of the workspace was last seen
+	// serving pool, by executor id; executors never seen there are absent.
+	PoolSeen(ctx context.Context, workspaceID, pool string) (map[string]time.Time, error)
 
 	// Runs. CreateRun numbers r (Seq) and appends its first events.
 	CreateRun(ctx context.Context, r *WorkflowRun, events []RunEvent, audit AuditEntry) error

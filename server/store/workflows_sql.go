@@ -152,11 +152,46 @@ func (s *DB) UpdateExecutor(ctx context.Context, workspaceID, id string, fn func
 	return out, err
 }
 
-func (s *DB) TouchExecutor(ctx context.Context, id string, now time.Time) error {
+func (s *DB) TouchExecutor(ctx context.Context, id string, now time.Time, pools ...string) error {
 	return s.execSimple(ctx, func(tx *Tx) error {
-		_, err := tx.Exec(`UPDATE managed_executors SET last_seen_at = ? WHERE id = ?`, ts(now), id)
-		return err
+		if _, err := tx.Exec(`UPDATE managed_executors SET last_seen_at = ? WHERE id = ?`, ts(now), id); err != nil {
+			return err
+		}
+		for _, pool := range pools {
+			if _, err := tx.Exec(`INSERT INTO executor_pools (executor_id, workspace_id, pool, last_seen_at)
+				SELECT id, workspace_id, ?, ? FROM managed_executors WHERE id = ?
+				ON CONFLICT (executor_id, pool) DO UPDATE SET last_seen_at = excluded.last_seen_at`, pool, ts(now), id); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
+}
+
+func (s *DB) PoolSeen(ctx context.Context, workspaceID, pool string) (map[string]time.Time, error) {
+	rows, err := s.query(ctx, `SELECT executor_id, last_seen_at FROM executor_pools WHERE workspace_id = ? AND pool = ?`, workspaceID, pool)
+	if err != nil {
+		return nil, fmt.Errorf("pool seen: %w", err)
+	}
+	type seen struct {
+		id string
+		at time.Time
+	}
+	list, err := collect(rows, func(sc scanner) (seen, error) {
+		var e seen
+		var at string
+		err := sc.Scan(&e.id, &at)
+		e.at = parseTS(at)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pool seen: %w", err)
+	}
+	out := make(map[string]time.Time, len(list))
+	for _, e := range list {
+		out[e.id] = e.at
+	}
+	return out, nil
 }
 
 // ---- runs ----

@@ -83,6 +83,32 @@ func testWorkflowExecutors(t *testing.T, e engine) {
 	if err := f.s.TouchExecutor(f.ctx, ex.ID, f.now); err != nil {
 		t.Fatal(err)
 	}
+	// The pools its workers serve: the default one and "gpu", seen again
+	// later; a touch naming no pool records none.
+	if seen, err := f.s.PoolSeen(f.ctx, f.ws, ""); err != nil || len(seen) != 0 {
+		t.Fatalf("pools before any claim: %v %v", seen, err)
+	}
+	later := f.now.Add(90 * time.Second)
+	for _, touch := range []struct {
+		at    time.Time
+		pools []string
+	}{{f.now, []string{"", "gpu"}}, {later, []string{"gpu"}}} {
+		if err := f.s.TouchExecutor(f.ctx, ex.ID, touch.at, touch.pools...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for pool, want := range map[string]time.Time{"": f.now, "gpu": later} {
+		seen, err := f.s.PoolSeen(f.ctx, f.ws, pool)
+		if err != nil || len(seen) != 1 || !seen[ex.ID].Equal(want) {
+			t.Fatalf("pool %q seen %v %v, want %s", pool, seen, err, want)
+		}
+	}
+	if seen, err := f.s.PoolSeen(f.ctx, f.ws, "arm"); err != nil || len(seen) != 0 {
+		t.Fatalf("a pool never served: %v %v", seen, err)
+	}
+	if seen, err := f.s.PoolSeen(f.ctx, newID(), "gpu"); err != nil || len(seen) != 0 {
+		t.Fatalf("another workspace sees the pool: %v %v", seen, err)
+	}
 	// Another workspace does not see it.
 	if _, err := f.s.Executor(f.ctx, newID(), ex.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("other workspace: %v", err)
