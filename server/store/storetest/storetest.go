@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 )
 
@@ -41,17 +43,43 @@ func adminURL() string {
 // Required reports whether PostgreSQL tests must run (REEVE_REQUIRE_POSTGRES=1).
 func Required() bool { return os.Getenv("REEVE_REQUIRE_POSTGRES") == "1" }
 
-func admin(ctx context.Context) (*sql.DB, error) {
-	db, err := sql.Open("pgx", adminURL())
+// admin connects to the administrative database.
+func admin(ctx context.Context) (*sql.DB, error) { return connectWaiting(ctx, adminURL()) }
+
+// connectWaiting connects to dbURL. A server that is full (too many
+// clients: test packages running side by side each hold pools of their
+// own) or still starting is waited for until ctx ends, since that passes
+// by itself; any other error is returned at once.
+func connectWaiting(ctx context.Context, dbURL string) (*sql.DB, error) {
+	db, err := sql.Open("pgx", dbURL)
 	if err != nil {
 		return nil, err
 	}
 	db.SetMaxOpenConns(2)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, err
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err = db.PingContext(ctx)
+		if err == nil {
+			return db, nil
+		}
+		if !busy(err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+			continue
+		}
+		break
 	}
-	return db, nil
+	db.Close()
+	return nil, err
+}
+
+// busy reports the server's refusals that pass by themselves: too many
+// connections (53300) and a server starting or shutting down (57P03).
+func busy(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "53300" || pgErr.Code == "57P03")
 }
 
 // Available skips t (or fails it, when PostgreSQL is required) unless the
