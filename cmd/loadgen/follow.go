@@ -390,54 +390,73 @@ func withTimeout(f func() ([]byte, error)) ([]byte, error) {
 
 // writeLines writes a stamped line into every session's terminal at each
 // tick, for the phase's time. The order of the sessions turns from tick to
-// tick, so the followed one is not always written first. A ticker drops
-// ticks the hub is too late for; the lines of those count as neither
-// written nor refused (the report shows written against wanted).
+// tick, so the followed one is not always written first. A hub that wakes
+// late (the machine is busy) writes the rounds it missed at once, up to
+// maxCatchUp of them, so the load stays the rate asked for; rounds missed
+// beyond that count as neither written nor refused (the report shows
+// written against wanted).
 func writeLines(ss []*lineSession, o phaseOptions) (written, refused int) {
+	const maxCatchUp = 10
 	pad := strings.Repeat("x", o.size)
-	tick := time.NewTicker(time.Second / time.Duration(o.rate))
+	period := time.Second / time.Duration(o.rate)
+	tick := time.NewTicker(period)
 	defer tick.Stop()
-	end := time.Now().Add(time.Duration(o.seconds * float64(time.Second)))
+	begin := time.Now()
+	rounds := int(o.seconds * float64(o.rate))
 	buf := make([]byte, 0, o.size+32)
-	for k := 0; ; k++ {
+	for k := 0; k < rounds; {
 		now := <-tick.C
-		if now.After(end) {
-			return written, refused
+		due := min(int(now.Sub(begin)/period), rounds)
+		if due-k > maxCatchUp {
+			k = due - maxCatchUp
 		}
-		for j := range ss {
-			s := ss[(j+k)%len(ss)]
-			if len(s.pending) > 0 {
-				n, err := syscall.Write(s.tty, s.pending)
-				if n > 0 {
-					s.pending = s.pending[n:]
-				}
-				if len(s.pending) > 0 || (err != nil && err != syscall.EAGAIN) {
-					s.refused++
-					refused++
-					continue
-				}
+		for ; k < due; k++ {
+			w, r := writeRound(ss, k, pad, &buf)
+			written += w
+			refused += r
+		}
+	}
+	return written, refused
+}
+
+// writeRound writes one stamped line into every session's terminal, the
+// k-th round.
+func writeRound(ss []*lineSession, k int, pad string, buf *[]byte) (written, refused int) {
+	for j := range ss {
+		s := ss[(j+k)%len(ss)]
+		if len(s.pending) > 0 {
+			n, err := syscall.Write(s.tty, s.pending)
+			if n > 0 {
+				s.pending = s.pending[n:]
 			}
-			buf = append(buf[:0], "t0="...)
-			buf = strconv.AppendInt(buf, time.Now().UnixNano(), 10)
-			buf = append(buf, ' ')
-			buf = append(buf, pad...)
-			buf = append(buf, '\n')
-			n, err := syscall.Write(s.tty, buf)
-			if err == syscall.EAGAIN {
+			if len(s.pending) > 0 || (err != nil && err != syscall.EAGAIN) {
 				s.refused++
 				refused++
 				continue
 			}
-			if n < 0 {
-				n = 0
-			}
-			s.written++
-			written++
-			if n < len(buf) {
-				s.pending = append(s.pending[:0], buf[n:]...)
-			}
+		}
+		b := append((*buf)[:0], "t0="...)
+		b = strconv.AppendInt(b, time.Now().UnixNano(), 10)
+		b = append(b, ' ')
+		b = append(b, pad...)
+		b = append(b, '\n')
+		*buf = b
+		n, err := syscall.Write(s.tty, b)
+		if err == syscall.EAGAIN {
+			s.refused++
+			refused++
+			continue
+		}
+		if n < 0 {
+			n = 0
+		}
+		s.written++
+		written++
+		if n < len(b) {
+			s.pending = append(s.pending[:0], b[n:]...)
 		}
 	}
+	return written, refused
 }
 
 // latencies reads the followed session's terminal output until it ends
