@@ -168,6 +168,8 @@ func TestClaudeToolUseIsDecidedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitStatus(si.ID, store.StatusCompleted)
+	// Its hooks (SessionStart first) and output follow the turn's launch.
+	checkLaunchFirst(t, f.events(si.ID), 1)
 
 	for _, name := range []string{"by-policy.txt", "by-human.txt"} {
 		if _, err := os.Stat(filepath.Join(work, name)); err != nil {
