@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oklog/ulid/v2"
+	"reeve.dev/reeve/internal/ulid"
 )
 
 // ErrRelativePath is returned when a directory path is not absolute: a
@@ -32,7 +32,7 @@ func (s *Store) AddDirectory(ctx context.Context, path string) (d Directory, cre
 	}
 	path = filepath.Clean(path)
 	now := time.Now().UTC()
-	id := ulid.Make().String()
+	id := ulid.Make()
 	// ON CONFLICT makes concurrent adds of one path race-free: exactly one
 	// insert wins and everybody reads back the same row.
 	res, err := s.writer.ExecContext(ctx,

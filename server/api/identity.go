@@ -7,8 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
+	"reeve.dev/reeve/internal/ulid"
 	"reeve.dev/reeve/server/auth"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/store"
@@ -17,7 +16,7 @@ import (
 // sessionTTL is the lifetime of a login session token.
 const sessionTTL = 30 * 24 * time.Hour
 
-func newRecordID() string { return ulid.Make().String() }
+func newRecordID() string { return ulid.Make() }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 

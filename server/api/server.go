@@ -14,8 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
+	"reeve.dev/reeve/internal/ulid"
 	"reeve.dev/reeve/server/auth"
 	"reeve.dev/reeve/server/payments"
 	"reeve.dev/reeve/server/sdk"
@@ -239,7 +238,7 @@ func (s *Server) fallback(w http.ResponseWriter, r *http.Request) {
 	writeError(w, id, errorf(http.StatusNotFound, sdk.CodeRouteNotFound, "no route %s %s", r.Method, r.URL.Path))
 }
 
-func newRequestID() string { return "req_" + ulid.Make().String() }
+func newRequestID() string { return "req_" + ulid.Make() }
 
 // call is one request on its way through a route.
 type call struct {

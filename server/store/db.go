@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/oklog/ulid/v2"
+
+	"reeve.dev/reeve/internal/ulid"
 )
 
 // DB is the Store over database/sql, on one of two engines: the embedded
@@ -286,7 +287,7 @@ func notFound(err error) error {
 	return unavailable(err)
 }
 
-func newID() string { return ulid.Make().String() }
+func newID() string { return ulid.Make() }
 
 // insertAudit writes e inside tx, filling its id and time.
 func insertAudit(tx *Tx, e AuditEntry) error {

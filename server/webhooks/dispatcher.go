@@ -12,8 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
+	"reeve.dev/reeve/internal/ulid"
 	"reeve.dev/reeve/server/secrets"
 	"reeve.dev/reeve/server/store"
 	"reeve.dev/reeve/server/webhooksig"
@@ -88,7 +87,7 @@ func New(o Options) *Dispatcher {
 	}
 	return &Dispatcher{
 		o:     o,
-		owner: "disp_" + ulid.Make().String(),
+		owner: "disp_" + ulid.Make(),
 		client: &http.Client{Transport: tr, Timeout: o.Timeout,
 			// A redirect is an answer, not a delivery: following it could
 			// lead past the target check.
