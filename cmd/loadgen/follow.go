@@ -467,8 +467,7 @@ func writeRound(ss []*lineSession, k int, pad string, buf *[]byte) (written, ref
 // whole stamp, a time in 1970 and a latency of 498699 hours. A stamp that
 // still cannot be a time of this phase is counted in bad, not measured.
 func latencies(sub *wireclient.Subscription, start time.Time, bad *int) []time.Duration {
-	var lat []time.Duration
-	var line []byte
+	lr := lineReader{start: start}
 	for u := range sub.Updates() {
 		if u.Kind != wire.KindTerminalOutput {
 			continue
@@ -486,23 +485,38 @@ func latencies(sub *wireclient.Subscription, start time.Time, bad *int) []time.D
 			}
 			text = raw
 		}
-		for len(text) > 0 {
-			i := bytes.IndexByte(text, '\n')
-			if i < 0 {
-				line = append(line, text...)
-				break
-			}
-			line = append(line, text[:i]...)
-			text = text[i+1:]
-			if t, ok := stampOf(line); ok && !t.Before(start) && !t.After(now) {
-				lat = append(lat, now.Sub(t))
-			} else if ok || len(bytes.TrimSpace(line)) > 0 {
-				*bad++
-			}
-			line = line[:0]
-		}
+		lr.feed(text, now)
 	}
-	return lat
+	*bad = lr.bad
+	return lr.lat
+}
+
+// lineReader puts the followed terminal's lines back together across
+// events and measures each stamped one when its end arrives.
+type lineReader struct {
+	start time.Time // the phase's first write: no stamp is older
+	line  []byte    // the line so far
+	lat   []time.Duration
+	bad   int
+}
+
+// feed takes one event's text, which arrived at now.
+func (lr *lineReader) feed(text []byte, now time.Time) {
+	for len(text) > 0 {
+		i := bytes.IndexByte(text, '\n')
+		if i < 0 {
+			lr.line = append(lr.line, text...)
+			return
+		}
+		lr.line = append(lr.line, text[:i]...)
+		text = text[i+1:]
+		if t, ok := stampOf(lr.line); ok && !t.Before(lr.start) && !t.After(now) {
+			lr.lat = append(lr.lat, now.Sub(t))
+		} else if ok || len(bytes.TrimSpace(lr.line)) > 0 {
+			lr.bad++
+		}
+		lr.line = lr.line[:0]
+	}
 }
 
 // stampOf reads the "t0=<unix ns>" a line starts with.
