@@ -34,6 +34,9 @@ type Env struct {
 	// Connect reaches the daemon running from a home; default the one the
 	// home's endpoint names (tests inject fakes).
 	Connect func(ctx context.Context, dir home.Dir) (Daemon, error)
+	// watchSignals, set by Main, derives the context a command runs with:
+	// cancelled on interrupt or SIGTERM.
+	watchSignals func(context.Context) context.Context
 }
 
 // processEnv is the Env of the real process.
@@ -51,9 +54,15 @@ func processEnv(p Programs) *Env {
 // Main runs the command line with the process's arguments and streams, and
 // returns the exit code. It is the one place exit codes are decided.
 func Main(p Programs) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return Execute(ctx, processEnv(p), os.Args[1:])
+	env := processEnv(p)
+	stop := func() {}
+	env.watchSignals = func(ctx context.Context) context.Context {
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		return ctx
+	}
+	code := Execute(context.Background(), env, os.Args[1:])
+	stop()
+	return code
 }
 
 // Execute runs one command line against env and returns its exit code.
@@ -153,6 +162,17 @@ func newRoot(env *Env, only string) *cobra.Command {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})
 	root.CompletionOptions.DisableDefaultCmd = true
+	if env.watchSignals != nil {
+		// Signals are watched once a subcommand is about to run, not from
+		// the start: the watch starts goroutines and a thread (about 100k
+		// instructions) that --version and help need not pay. No subcommand
+		// has a PersistentPreRun of its own, which would replace this one.
+		root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+			if cmd.HasParent() {
+				cmd.SetContext(env.watchSignals(cmd.Context()))
+			}
+		}
+	}
 
 	addHomeFlag(root)
 	for _, c := range topCommands {
