@@ -133,9 +133,11 @@ var (
 // computed once per process (the benchmark function runs several times). A
 // Go program's count varies by a few percent with the scheduling of its
 // threads, so each case is the median of five runs. Asynchronous preemption
-// is off because valgrind's delivery of its signals is unreliable;
-// valgrind 3.19 also lacks RDTSCP, which the runtime's lock profiling may
-// execute under contention: a run killed by SIGILL is retried.
+// is off because valgrind's delivery of its signals is unreliable, and so
+// is RDTSCP, which valgrind 3.19 does not implement and the runtime's lock
+// path executes under contention (the runtime then uses RDTSC; x/sys/cpu,
+// which reads GODEBUG too, warns about the name on stderr). A run that
+// fails anyway is retried.
 func startupInstructions(b *testing.B, cases []startCase) []int64 {
 	if os.Getenv("REEVE_BENCH_NO_VALGRIND") != "" {
 		return nil
@@ -151,7 +153,7 @@ func startupInstructions(b *testing.B, cases []startCase) []int64 {
 			for attempt := 0; len(runs) < 5 && attempt < 15; attempt++ {
 				argv := append([]string{valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null"}, c.argv...)
 				cmd := c.command(b, argv...)
-				cmd.Env = append(cmd.Env, "GODEBUG=asyncpreemptoff=1")
+				cmd.Env = append(cmd.Env, "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off")
 				out, _ := cmd.CombinedOutput()
 				m := instrRefs.FindSubmatch(out)
 				if cmd.ProcessState.ExitCode() != c.exit || m == nil {
