@@ -10,9 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"reeve.dev/reeve/contextvault/entrylog"
 	"reeve.dev/reeve/contextvault/seal"
-	"reeve.dev/reeve/internal/ulid"
 	"reeve.dev/reeve/server/sdk"
 )
 
@@ -47,7 +48,7 @@ type Added struct {
 	Pushed  bool   `json:"pushed"`
 }
 
-func newID() string { return ulid.Make() }
+func newID() string { return ulid.Make().String() }
 
 // Add seals an entry under the vault's current epoch into the outbox;
 // sync-push (or Add's caller) sends it. Replacing an entry in conflict

@@ -13,8 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"reeve.dev/reeve/daemon/wire"
-	"reeve.dev/reeve/internal/ulid"
 )
 
 // Operator modes of a session.
@@ -100,7 +101,7 @@ func (b *Broker) SessionRule(sessionID, tool string) (Decision, bool) {
 // Open files a request and returns it with a channel that delivers its
 // decision. Wait (or Cancel) must follow.
 func (b *Broker) Open(req Request) (Request, <-chan Decision) {
-	req.ID = ulid.Make()
+	req.ID = ulid.Make().String()
 	req.CreatedAt = b.opts.Now().UTC()
 	p := &pending{req: req, done: make(chan Decision, 1)}
 	b.mu.Lock()

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"reeve.dev/reeve/agents/registry"
 	"reeve.dev/reeve/contextvault"
 	"reeve.dev/reeve/daemon/config"
@@ -29,7 +31,6 @@ import (
 	"reeve.dev/reeve/daemon/worktree"
 	"reeve.dev/reeve/hookbridge/hookprog"
 	"reeve.dev/reeve/internal/memtrim"
-	"reeve.dev/reeve/internal/ulid"
 	"reeve.dev/reeve/internal/version"
 	"reeve.dev/reeve/server/sdk"
 )
@@ -94,7 +95,7 @@ func run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return &FatalError{err}
 	}
-	id, err := opts.Home.EnsureIdentity(func() string { return ulid.Make() })
+	id, err := opts.Home.EnsureIdentity(func() string { return ulid.Make().String() })
 	if err != nil {
 		return &FatalError{fmt.Errorf("daemon identity: %w", err)}
 	}

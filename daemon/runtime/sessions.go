@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"reeve.dev/reeve/agents"
 	"reeve.dev/reeve/agents/discovery"
 	"reeve.dev/reeve/daemon/control"
@@ -23,7 +25,6 @@ import (
 	"reeve.dev/reeve/hookbridge/hookprog"
 	"reeve.dev/reeve/hookbridge/policy"
 	"reeve.dev/reeve/internal/atomicfile"
-	"reeve.dev/reeve/internal/ulid"
 )
 
 // Agents is what the session manager needs of the agent registry.
@@ -239,7 +240,7 @@ func (m *Manager) launch(ctx context.Context, req wire.LaunchRequest, from *retr
 	var inForce wire.PolicyInForce
 	manifest.PolicyHash, inForce = startPolicy(dir.Path, manifest.PolicyFile)
 	// The id comes first: it names the worktree's branch.
-	manifest.SessionID = ulid.Make()
+	manifest.SessionID = ulid.Make().String()
 	workdir, err := m.isolate(ctx, manifest.SessionID, dir.Path, from, &manifest)
 	if err != nil {
 		return wire.SessionInfo{}, err

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"reeve.dev/reeve/internal/ulid"
+	"github.com/oklog/ulid/v2"
 )
 
 // ErrRelativePath is returned when a directory path is not absolute: a
@@ -32,7 +32,7 @@ func (s *Store) AddDirectory(ctx context.Context, path string) (d Directory, cre
 	}
 	path = filepath.Clean(path)
 	now := time.Now().UTC()
-	id := ulid.Make()
+	id := ulid.Make().String()
 	// ON CONFLICT makes concurrent adds of one path race-free: exactly one
 	// insert wins and everybody reads back the same row.
 	res, err := s.writer.ExecContext(ctx,

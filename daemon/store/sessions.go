@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"reeve.dev/reeve/internal/ulid"
+	"github.com/oklog/ulid/v2"
 )
 
 // Session is one agent run and the header of its event log.
@@ -61,7 +61,7 @@ const sessionColumns = `id, directory_id, agent, model, prompt, worktree, workdi
 // session can never point at a directory the daemon never accepted.
 func (s *Store) CreateSession(ctx context.Context, ns NewSession) (Session, error) {
 	if ns.ID == "" {
-		ns.ID = ulid.Make()
+		ns.ID = ulid.Make().String()
 	}
 	if ns.Agent == "" {
 		return Session{}, errors.New("create session: agent is required")

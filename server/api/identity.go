@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"reeve.dev/reeve/internal/ulid"
+	"github.com/oklog/ulid/v2"
+
 	"reeve.dev/reeve/server/auth"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/store"
@@ -16,7 +17,7 @@ import (
 // sessionTTL is the lifetime of a login session token.
 const sessionTTL = 30 * 24 * time.Hour
 
-func newRecordID() string { return ulid.Make() }
+func newRecordID() string { return ulid.Make().String() }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 

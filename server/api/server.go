@@ -14,7 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"reeve.dev/reeve/internal/ulid"
+	"github.com/oklog/ulid/v2"
+
 	"reeve.dev/reeve/server/auth"
 	"reeve.dev/reeve/server/payments"
 	"reeve.dev/reeve/server/sdk"
@@ -238,7 +239,7 @@ func (s *Server) fallback(w http.ResponseWriter, r *http.Request) {
 	writeError(w, id, errorf(http.StatusNotFound, sdk.CodeRouteNotFound, "no route %s %s", r.Method, r.URL.Path))
 }
 
-func newRequestID() string { return "req_" + ulid.Make() }
+func newRequestID() string { return "req_" + ulid.Make().String() }
 
 // call is one request on its way through a route.
 type call struct {

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/oklog/ulid/v2"
 
-	"reeve.dev/reeve/internal/ulid"
 	"reeve.dev/reeve/server/relay/relaywire"
 	"reeve.dev/reeve/server/sdk"
 )
@@ -124,7 +124,7 @@ func New(opts Options) (*Relay, error) {
 		return nil, errors.New("relay: a control plane (Options.Control) is required")
 	}
 	if opts.InstanceID == "" {
-		opts.InstanceID = ulid.Make()
+		opts.InstanceID = ulid.Make().String()
 	}
 	if opts.QueueFrames <= 0 {
 		opts.QueueFrames = 1024

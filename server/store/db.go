@@ -13,8 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"reeve.dev/reeve/internal/ulid"
+	"github.com/oklog/ulid/v2"
 )
 
 // DB is the Store over database/sql, on one of two engines: the embedded
@@ -287,7 +286,7 @@ func notFound(err error) error {
 	return unavailable(err)
 }
 
-func newID() string { return ulid.Make() }
+func newID() string { return ulid.Make().String() }
 
 // insertAudit writes e inside tx, filling its id and time.
 func insertAudit(tx *Tx, e AuditEntry) error {

@@ -12,7 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"reeve.dev/reeve/internal/ulid"
+	"github.com/oklog/ulid/v2"
+
 	"reeve.dev/reeve/server/secrets"
 	"reeve.dev/reeve/server/store"
 	"reeve.dev/reeve/server/webhooksig"
@@ -87,7 +88,7 @@ func New(o Options) *Dispatcher {
 	}
 	return &Dispatcher{
 		o:     o,
-		owner: "disp_" + ulid.Make(),
+		owner: "disp_" + ulid.Make().String(),
 		client: &http.Client{Transport: tr, Timeout: o.Timeout,
 			// A redirect is an answer, not a delivery: following it could
 			// lead past the target check.
