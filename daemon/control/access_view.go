@@ -162,6 +162,21 @@ func (c *wsConn) recheckSubscriptions() {
 	}
 }
 
+// disarmExpiry stops the expiry timer once the channel has ended, so a
+// closed connection is not kept alive until its token would have expired.
+func (c *wsConn) disarmExpiry() {
+	a := c.access
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.expiry != nil {
+		a.expiry.Stop()
+		a.expiry = nil
+	}
+}
+
 // armExpiry closes the channel when the token now presented expires,
 // unless a refresh replaced it by then.
 func (c *wsConn) armExpiry() {

@@ -265,6 +265,7 @@ type subscription struct {
 
 func (c *wsConn) serve() {
 	defer c.stopAll()
+	defer c.disarmExpiry()
 	if err := c.write(wire.Hello{Type: wire.TypeHello, ProtocolVersion: wire.ProtocolVersion, Version: version.Version, DaemonID: c.srv.daemonID}); err != nil {
 		return
 	}
