@@ -9,10 +9,6 @@ import (
 	"syscall"
 )
 
-// madvDontNeed is MADV_DONTNEED: for a private file mapping, the next access
-// maps the file's page again.
-const madvDontNeed = 4
-
 func dropExecutablePages() {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
@@ -23,7 +19,9 @@ func dropExecutablePages() {
 		return
 	}
 	for _, m := range cleanReadOnlyMappings(smaps, exe) {
-		syscall.Syscall(syscall.SYS_MADVISE, m.start, m.end-m.start, madvDontNeed)
+		// MADV_DONTNEED: for a private file mapping, the next access maps
+		// the file's page again.
+		syscall.Syscall(syscall.SYS_MADVISE, m.start, m.end-m.start, syscall.MADV_DONTNEED)
 	}
 }
 
