@@ -10,9 +10,10 @@ const (
 )
 
 // Launch is how one turn's agent process was started, recorded before any
-// event of the turn's agent (daemon/runtime holds those back until it is). Argv is the program's path and its arguments in
-// order, with the prompt and context replaced by placeholders carrying
-// their SHA-256 and secret-looking values masked; Env holds only the
+// event of the turn's agent (daemon/runtime holds those back until it is).
+// Argv is the program's path and its arguments in order, with the prompt
+// and context replaced by placeholders carrying their SHA-256 and
+// secret-looking values masked; Env holds only the
 // variables that configure the agent, secret ones masked (see
 // agents.DescribeLaunch). Nothing in it is a secret, so it leaves the
 // machine in every upload mode.
