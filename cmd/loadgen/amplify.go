@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -83,14 +82,15 @@ func amplify(args []string) error {
 		data += int64(len(u.Data))
 		if u.Kind == wire.KindTerminalOutput {
 			var t wire.TerminalOutput
-			json.Unmarshal(u.Data, &t)
-			chunks++
-			if t.Base64 != "" {
-				b, _ := base64.StdEncoding.DecodeString(t.Base64)
-				text += int64(len(b))
-			} else {
-				text += int64(len(t.Text))
+			if err := json.Unmarshal(u.Data, &t); err != nil {
+				return fmt.Errorf("event %d: %w", u.Seq, err)
 			}
+			b, err := t.Bytes()
+			if err != nil {
+				return fmt.Errorf("event %d: %w", u.Seq, err)
+			}
+			chunks++
+			text += int64(len(b))
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -477,13 +476,9 @@ func latencies(sub *wireclient.Subscription, start time.Time, bad *int) []time.D
 		if json.Unmarshal(u.Data, &d) != nil {
 			continue
 		}
-		text := []byte(d.Text)
-		if d.Base64 != "" {
-			raw, err := base64.StdEncoding.DecodeString(d.Base64)
-			if err != nil {
-				continue
-			}
-			text = raw
+		text, err := d.Bytes()
+		if err != nil {
+			continue
 		}
 		lr.feed(text, now)
 	}

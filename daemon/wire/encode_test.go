@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"testing"
 	"time"
@@ -63,5 +64,25 @@ func TestAppendSessionUpdatesHead(t *testing.T) {
 		if err := json.Unmarshal(buf, &b); err != nil || b.Type != TypeSessionUpdates || b.SessionID != id || len(b.Updates) != 2 {
 			t.Fatalf("%s: %v %+v", buf, err, b)
 		}
+	}
+}
+
+func TestTerminalOutputBytes(t *testing.T) {
+	raw := []byte{0xff, 'a', 0x00, '\n'}
+	for _, c := range []struct {
+		in   TerminalOutput
+		want []byte
+	}{
+		{TerminalOutput{Text: "héllo\n"}, []byte("héllo\n")},
+		{TerminalOutput{Base64: base64.StdEncoding.EncodeToString(raw)}, raw},
+		{TerminalOutput{}, []byte{}},
+	} {
+		got, err := c.in.Bytes()
+		if err != nil || !bytes.Equal(got, c.want) {
+			t.Errorf("%+v: got %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+	if _, err := (TerminalOutput{Base64: "not base64!"}).Bytes(); err == nil {
+		t.Error("forged base64 decoded without an error")
 	}
 }

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"time"
 )
@@ -56,6 +57,15 @@ type ToolResult struct {
 type TerminalOutput struct {
 	Text   string `json:"text,omitempty"`
 	Base64 string `json:"base64,omitempty"`
+}
+
+// Bytes is the terminal bytes the event carries, whichever field holds
+// them.
+func (t TerminalOutput) Bytes() ([]byte, error) {
+	if t.Base64 != "" {
+		return base64.StdEncoding.DecodeString(t.Base64)
+	}
+	return []byte(t.Text), nil
 }
 
 // Usage is token use (and cost, where the agent reports one) of one turn.
