@@ -226,23 +226,44 @@ func (h *Handler) sessionPage(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "session.html", p)
 }
 
+// scriptCall opens a JSON endpoint called by the page's own script: it
+// sets the content type and answers with the refusal itself unless the
+// caller is signed in and sent this session's CSRF token in a header from
+// this site, which another site can neither do nor read the answer of.
+func (h *Handler) scriptCall(w http.ResponseWriter, r *http.Request) (string, bool) {
+	w.Header().Set("Content-Type", "application/json")
+	session := h.session(r)
+	if session == "" {
+		jsonFail(w, http.StatusUnauthorized, "sign in again")
+		return "", false
+	}
+	if !sameOrigin(r) || !tokenEqual(r.Header.Get("X-Reeve-CSRF"), csrfFor(session)) {
+		jsonFail(w, http.StatusForbidden, "this request was not sent from this site's page; reload the page")
+		return "", false
+	}
+	return session, true
+}
+
+// jsonFail answers a script's call with an error it can show.
+func jsonFail(w http.ResponseWriter, status int, msg string) {
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// signInEnded tells a script the API no longer knows its session, and
+// drops the cookie so the next page asks for a sign-in.
+func signInEnded(w http.ResponseWriter, r *http.Request) {
+	clearCookie(w, r, SessionCookie)
+	jsonFail(w, http.StatusUnauthorized, "your sign-in has ended; sign in again")
+}
+
 // relayTokenJSON gives the page's script a client relay JWT, minted by
 // the API as the signed-in person, without the script ever holding the
 // HttpOnly session token. It is a POST with the CSRF token in a header,
 // so another site can neither call it nor read its answer.
 func (h *Handler) relayTokenJSON(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	fail := func(status int, msg string) {
-		w.WriteHeader(status)
-		json.NewEncoder(w).Encode(map[string]string{"error": msg})
-	}
-	s := h.session(r)
-	if s == "" {
-		fail(http.StatusUnauthorized, "sign in again")
-		return
-	}
-	if !sameOrigin(r) || !tokenEqual(r.Header.Get("X-Reeve-CSRF"), csrfFor(s)) {
-		fail(http.StatusForbidden, "this request was not sent from this site's page; reload the page")
+	s, ok := h.scriptCall(w, r)
+	if !ok {
 		return
 	}
 	var req struct {
@@ -251,7 +272,7 @@ func (h *Handler) relayTokenJSON(w http.ResponseWriter, r *http.Request) {
 		Target string `json:"runtime_target_id"`
 	}
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil || req.Workspace == "" {
-		fail(http.StatusUnprocessableEntity, "name the workspace")
+		jsonFail(w, http.StatusUnprocessableEntity, "name the workspace")
 		return
 	}
 	var out sdk.RelayTokenResponse
@@ -265,16 +286,15 @@ func (h *Handler) relayTokenJSON(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &ae) {
 			switch ae.Status {
 			case http.StatusUnauthorized:
-				clearCookie(w, r, SessionCookie)
-				fail(http.StatusUnauthorized, "your sign-in has ended; sign in again")
+				signInEnded(w, r)
 			case http.StatusForbidden, http.StatusNotFound:
-				fail(http.StatusForbidden, "you may not reach machines of this workspace: "+ae.Body.Message)
+				jsonFail(w, http.StatusForbidden, "you may not reach machines of this workspace: "+ae.Body.Message)
 			default:
-				fail(http.StatusBadGateway, "the server could not issue a relay token: "+ae.Body.Message)
+				jsonFail(w, http.StatusBadGateway, "the server could not issue a relay token: "+ae.Body.Message)
 			}
 			return
 		}
-		fail(http.StatusBadGateway, "the server could not issue a relay token")
+		jsonFail(w, http.StatusBadGateway, "the server could not issue a relay token")
 		return
 	}
 	// expires_in lets the page refresh the access token in time whatever
@@ -289,29 +309,18 @@ func (h *Handler) relayTokenJSON(w http.ResponseWriter, r *http.Request) {
 // online machine and hear the permission requests its person may decide.
 // It needs the CSRF header too, so only this site's pages read it.
 func (h *Handler) machinesJSON(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	fail := func(status int, msg string) {
-		w.WriteHeader(status)
-		json.NewEncoder(w).Encode(map[string]string{"error": msg})
-	}
-	s := h.session(r)
-	if s == "" {
-		fail(http.StatusUnauthorized, "sign in again")
-		return
-	}
-	if !tokenEqual(r.Header.Get("X-Reeve-CSRF"), csrfFor(s)) {
-		fail(http.StatusForbidden, "this request was not sent from this site's page; reload the page")
+	s, ok := h.scriptCall(w, r)
+	if !ok {
 		return
 	}
 	c := h.client(r, s)
 	wss, err := c.ListWorkspaces(r.Context())
 	if err != nil {
 		if status(err) == http.StatusUnauthorized {
-			clearCookie(w, r, SessionCookie)
-			fail(http.StatusUnauthorized, "your sign-in has ended; sign in again")
+			signInEnded(w, r)
 			return
 		}
-		fail(http.StatusBadGateway, "the workspaces could not be listed")
+		jsonFail(w, http.StatusBadGateway, "the workspaces could not be listed")
 		return
 	}
 	type machine struct {
