@@ -11,6 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/servertest"
 	"reeve.dev/reeve/server/web/webtest"
 )
@@ -189,7 +190,20 @@ func metaCSRF(t *testing.T, body string) string {
 func TestMachinesListNeedsTheSessionAndCSRF(t *testing.T) {
 	s := servertest.Start(t, servertest.Options{})
 	u := s.NewUser("owner@example.com")
-	s.NewUser("stranger@example.com")
+	stranger := s.NewUser("stranger@example.com")
+	// Each pairs a machine, so the list has one to name and one to leave out.
+	pair := func(who servertest.User, name string) {
+		key, _ := newAnchor(t)
+		m, err := s.Client("").MintPairingCode(context.Background(), sdk.PairingMachineRequest{Name: name, AnchorPublicKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := who.Client.ApprovePairingCode(context.Background(), m.Code, sdk.PairingDecisionRequest{Workspace: who.Workspace}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pair(u, "own-box")
+	pair(stranger, "their-box")
 	f := newFront(t, s)
 	c := browserClient(t)
 	signIn(t, s, f, c, u.Email)
@@ -216,13 +230,11 @@ func TestMachinesListNeedsTheSessionAndCSRF(t *testing.T) {
 	var got struct {
 		Machines []map[string]any `json:"machines"`
 	}
-	if st != 200 || json.Unmarshal([]byte(b), &got) != nil || got.Machines == nil {
+	if st != 200 || json.Unmarshal([]byte(b), &got) != nil || len(got.Machines) != 1 {
 		t.Fatalf("own page: %d %s", st, b)
 	}
-	for _, m := range got.Machines {
-		if m["workspace"] != u.Workspace {
-			t.Fatalf("a machine of another workspace: %v", m)
-		}
+	if m := got.Machines[0]; m["workspace"] != u.Workspace || m["name"] != "own-box" || m["anchor"] == "" {
+		t.Fatalf("not the person's own paired machine: %v", m)
 	}
 	for what, bad := range map[string]struct {
 		hdr  map[string]string
@@ -232,6 +244,7 @@ func TestMachinesListNeedsTheSessionAndCSRF(t *testing.T) {
 		"no CSRF header": {nil, true, 403},
 		"wrong CSRF":     {map[string]string{"X-Reeve-CSRF": "nope"}, true, 403},
 		"no session":     {map[string]string{"X-Reeve-CSRF": csrf}, false, 401},
+		"another origin": {map[string]string{"X-Reeve-CSRF": csrf, "Origin": "http://evil.example"}, true, 403},
 	} {
 		if st, b := fetch(bad.hdr, bad.jar); st != bad.want || strings.Contains(b, `"machines"`) {
 			t.Fatalf("%s: %d %s", what, st, b)
