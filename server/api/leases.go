@@ -676,7 +676,8 @@ type workHub struct {
 	s      *Server
 	mu     sync.Mutex
 	topics map[string]*topic
-	// touched limits executor last-seen writes to one a minute each.
+	// touched limits executor last-seen writes to one a minute per
+	// executor and pool.
 	touchMu sync.Mutex
 	touched map[string]time.Time
 }
@@ -795,6 +796,12 @@ func (h *workHub) touch(c *call, executorID string, pools ...string) {
 	key := executorID + "\x00" + strings.Join(pools, "\x00")
 	due := now.Sub(h.touched[key]) > time.Minute
 	if due {
+		// Keyed by pool too, which a worker names: a worker cycling
+		// through pool names must not grow the map for good. Forgetting
+		// costs at most one extra write per key.
+		if len(h.touched) > 10000 {
+			clear(h.touched)
+		}
 		h.touched[key] = now
 	}
 	h.touchMu.Unlock()
