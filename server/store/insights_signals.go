@@ -30,7 +30,7 @@ type InsightSignals interface {
 // API writes it with encoding/json: `"kind":"permission-decision"`) so
 // one portable query serves both engines; the caller parses each record.
 // Each query below spells the predicate of its partial index (migration
-// 0010) literally, so the planner of either engine can use the index.
+// 0015) literally, so the planner of either engine can use the index.
 
 func (s *DB) PermissionDecisions(ctx context.Context, workspaceID string, since time.Time, limit int) ([]Record, error) {
 	rows, err := s.query(ctx, `SELECT `+recCols+` FROM records WHERE workspace_id = ? AND created_at >= ? AND attributes LIKE '%"kind":"permission-decision"%'

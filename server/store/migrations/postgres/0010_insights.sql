@@ -55,11 +55,3 @@ CREATE TABLE review_packets (
 );
 CREATE INDEX review_packets_by_workspace ON review_packets(workspace_id, seq);
 CREATE UNIQUE INDEX review_packets_by_insight ON review_packets(insight_id) WHERE insight_id IS NOT NULL;
-
--- The detection rules' reads (store.InsightSignals): each is a range of a
--- small partial index, not a scan of the workspace's whole history. The
--- queries repeat these predicates word for word, so both engines use them.
-CREATE INDEX records_permission_decisions ON records(workspace_id, created_at) WHERE attributes LIKE '%"kind":"permission-decision"%';
-CREATE INDEX records_sessions_by_update ON records(workspace_id, updated_at) WHERE collection = 'sessions';
-CREATE INDEX audit_permission_decisions ON audit(workspace_id, created_at) WHERE action = 'session.permission-decision';
-CREATE INDEX workflow_runs_failed ON workflow_runs(workspace_id, finished_at) WHERE status = 'failed';
