@@ -133,17 +133,9 @@ func (c *Client) connect(ctx context.Context, opts Options) (wireclient.Transpor
 		return nil, refused
 	}
 	got := time.Now()
-	held := &accessHeld{}
-	tctx := context.WithValue(context.WithValue(ctx, targetKey{}, opts.RuntimeTargetID), accessKey{}, held)
-	tok, err := opts.Token(tctx)
+	tok, access, err := tokens(ctx, opts, false)
 	if err != nil {
-		return nil, fmt.Errorf("get a relay token: %w", refusedCredentials(err))
-	}
-	access := held.token
-	if opts.AccessToken != nil {
-		if access, err = opts.AccessToken(tctx); err != nil {
-			return nil, fmt.Errorf("get an access token: %w", refusedCredentials(err))
-		}
+		return nil, err
 	}
 	u, err := WSURL(opts.RelayURL, relaywire.RoleClient, opts.WorkspaceID, opts.RuntimeTargetID)
 	if err != nil {

@@ -139,23 +139,33 @@ func (c *Client) refuse(err error) {
 
 // freshAccess gets a new access token from the client's token sources.
 func (c *Client) freshAccess(ctx context.Context, opts Options) (string, time.Time, error) {
-	held := &accessHeld{fresh: true}
-	tctx := context.WithValue(context.WithValue(ctx, targetKey{}, opts.RuntimeTargetID), accessKey{}, held)
-	if _, err := opts.Token(tctx); err != nil {
-		return "", time.Time{}, fmt.Errorf("get a relay token: %w", refusedCredentials(err))
-	}
-	tok := held.token
-	if opts.AccessToken != nil {
-		var err error
-		if tok, err = opts.AccessToken(tctx); err != nil {
-			return "", time.Time{}, fmt.Errorf("get an access token: %w", refusedCredentials(err))
-		}
+	_, tok, err := tokens(ctx, opts, true)
+	if err != nil {
+		return "", time.Time{}, err
 	}
 	exp, ok := accessExpiry(tok)
 	if !ok {
 		return "", time.Time{}, errors.New("the token source gave no readable access token")
 	}
 	return tok, exp, nil
+}
+
+// tokens gets a relay token and the access token to present from the
+// client's token sources, for a dial or (fresh) a refresh, which must not
+// be given a cached token. A 401 or 403 is ErrSignInAgain.
+func tokens(ctx context.Context, opts Options, fresh bool) (relay, access string, err error) {
+	held := &accessHeld{fresh: fresh}
+	tctx := context.WithValue(context.WithValue(ctx, targetKey{}, opts.RuntimeTargetID), accessKey{}, held)
+	if relay, err = opts.Token(tctx); err != nil {
+		return "", "", fmt.Errorf("get a relay token: %w", refusedCredentials(err))
+	}
+	access = held.token
+	if opts.AccessToken != nil {
+		if access, err = opts.AccessToken(tctx); err != nil {
+			return "", "", fmt.Errorf("get an access token: %w", refusedCredentials(err))
+		}
+	}
+	return relay, access, nil
 }
 
 // Refreshes counts the access tokens presented again on live channels.
