@@ -116,11 +116,11 @@ func (c *wsConn) authorize(typ string, p permission, frame []byte) error {
 		Directory string `json:"directory"`
 	}
 	_ = json.Unmarshal(frame, &target)
-	role, err := c.allowed(typ, p, target.SessionID, target.RequestID, target.Directory)
+	sessionID, err := c.allowed(typ, p, target.SessionID, target.RequestID, target.Directory)
 	if err == nil {
 		return nil
 	}
-	c.audit(typ, role, err)
+	c.audit(typ, sessionID, err)
 	return err
 }
 

@@ -143,7 +143,7 @@ func (c *wsConn) recheckSubscriptions() {
 	c.subMu.Unlock()
 	for _, id := range ids {
 		// Following a session needs what subscribing to it needs.
-		role, err := c.allowed("following a session", need(sdk.SessionViewer, scopeSession), id, "", "")
+		_, err := c.allowed("following a session", need(sdk.SessionViewer, scopeSession), id, "", "")
 		if err == nil {
 			continue
 		}
@@ -156,7 +156,7 @@ func (c *wsConn) recheckSubscriptions() {
 		}
 		sub.cancel()
 		<-sub.done
-		c.audit("following a session", role, err)
+		c.audit("following a session", id, err)
 		si, _ := c.srv.sessions.Session(c.ctx, id)
 		c.write(wire.SessionEnded{Type: wire.TypeSessionEnded, SessionID: id, Status: si.Status, Reason: "your access to this session ended: " + err.Error(), LastSeq: si.LastSeq})
 	}
