@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"reeve.dev/reeve/agents"
 )
@@ -23,23 +24,31 @@ import (
 
 // launchGate orders a turn's agent records after its launch event.
 type launchGate struct {
-	mu     sync.Mutex
-	opened bool
-	held   []func()
+	mu   sync.Mutex
+	held []func()
+	// opened is set, under mu, once everything held has been written:
+	// from then on a write goes straight through, neither taking mu nor
+	// waiting for another writer's append (and its fsync).
+	opened atomic.Bool
 }
 
 func newLaunchGate() *launchGate { return &launchGate{} }
 
-// pass runs write once the gate is open, holding it until then. Writes
-// are serialized, so records from the adapter's readers and from hook
-// calls keep the order in which they passed.
+// pass runs write once the gate is open, holding it until then. Held
+// writes run in the order in which they passed, before any write that
+// passes after the gate opened.
 func (g *launchGate) pass(write func()) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.opened {
-		g.held = append(g.held, write)
+	if g.opened.Load() {
+		write()
 		return
 	}
+	g.mu.Lock()
+	if !g.opened.Load() {
+		g.held = append(g.held, write)
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
 	write()
 }
 
@@ -48,13 +57,14 @@ func (g *launchGate) pass(write func()) {
 func (g *launchGate) open() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.opened {
+	if g.opened.Load() {
 		return
 	}
 	for _, write := range g.held {
 		write()
 	}
-	g.held, g.opened = nil, true
+	g.held = nil
+	g.opened.Store(true)
 }
 
 // recordAgent records an event of what a session's agent did (a hook call,
