@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -15,8 +14,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"reeve.dev/reeve/agents/agenttest"
-	"reeve.dev/reeve/daemon/controlclient"
-	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/sdk/accesstoken"
@@ -41,25 +38,8 @@ func TestRemoteAccessMatrix(t *testing.T) {
 		{Text: "done"},
 	}})
 	h := claudeHome(t, srv)
-	p, code := h.startPair("--server", serverURL, "--auto-unlock")
-	if _, err := owner.ApprovePairingCode(ctx, code, sdk.PairingDecisionRequest{Workspace: ws}); err != nil {
-		t.Fatal(err)
-	}
-	if c, out, errs := p.wait(t); c != 0 {
-		t.Fatalf("reeve pair: exit %d\n%s\n%s", c, out, errs)
-	}
-	creds := h.relayCredentials()
+	creds := pairToServer(t, ctx, h, owner, serverURL, ws)
 	fingerprint := strings.TrimSpace(h.must("pair", "anchor").stdout)
-	// The daemon restarts into the relay profile after pairing; wait for
-	// its link before dialling.
-	local, _, err := controlclient.FromHome(home.Dir(h.dir), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the relay link", 60*time.Second, func() bool {
-		hl, err := local.Health(ctx)
-		return err == nil && hl.Relay != nil && hl.Relay.Link == wire.RelayConnected
-	})
 
 	work := t.TempDir()
 	sid := strings.TrimSpace(h.must("run", work, "--agent", "claude", "--prompt", "make one").stdout)
@@ -85,13 +65,7 @@ func TestRemoteAccessMatrix(t *testing.T) {
 	users := map[string]*sdk.Client{sdk.SessionOwner: owner}
 	for _, role := range []string{sdk.SessionViewer, sdk.SessionSteerer, sdk.SessionApprover} {
 		email := role + "@example.com"
-		var tok struct {
-			Token string `json:"token"`
-		}
-		if err := json.Unmarshal([]byte(reeveOut(t, "server", "token", "create", "--data-dir", data, "--user", email, "--json")), &tok); err != nil {
-			t.Fatal(err)
-		}
-		u := &sdk.Client{BaseURL: serverURL, Token: tok.Token}
+		u := operatorClient(t, data, serverURL, email)
 		inv, err := owner.CreateInvitation(ctx, ws, sdk.InvitationCreateRequest{Email: email, Role: sdk.RoleMember})
 		if err != nil {
 			t.Fatal(err)

@@ -10,11 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"reeve.dev/reeve/daemon/controlclient"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/daemon/wireclient"
-	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/sdk/remote"
 )
 
@@ -29,28 +27,13 @@ func TestRemoteSessionThroughServerRelay(t *testing.T) {
 
 	h := newHome(t)
 	h.start()
-	p, code := h.startPair("--server", serverURL, "--auto-unlock")
-	if _, err := user.ApprovePairingCode(ctx, code, sdk.PairingDecisionRequest{Workspace: ws}); err != nil {
-		t.Fatal(err)
-	}
-	if c, out, errs := p.wait(t); c != 0 {
-		t.Fatalf("reeve pair: exit %d\n%s\n%s", c, out, errs)
-	}
-	creds := h.relayCredentials()
+	creds := pairToServer(t, ctx, h, user, serverURL, ws)
 	if l, err := home.Dir(h.dir).ReadLaunch(); err != nil || l.Profile != "relay" {
 		t.Fatalf("pairing left the daemon in profile %q (%v)", l.Profile, err)
 	}
 	if !strings.HasPrefix(creds.RelayURL, serverURL) {
 		t.Fatalf("relay URL %q is not the server's own origin %s", creds.RelayURL, serverURL)
 	}
-	local, _, err := controlclient.FromHome(home.Dir(h.dir), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the relay link", 30*time.Second, func() bool {
-		hl, err := local.Health(ctx)
-		return err == nil && hl.Relay != nil && hl.Relay.Link == wire.RelayConnected
-	})
 
 	c, err := remote.Dial(ctx, remote.Options{
 		RelayURL: creds.RelayURL, WorkspaceID: ws, RuntimeTargetID: creds.InstallID,
@@ -119,13 +102,7 @@ func TestRemoteFollowAcrossServerRestart(t *testing.T) {
 	addr := freePort(t)
 	srv1, _ := startReady(t, nil, "(API ", "server", "--listen", addr, "--data-dir", data)
 	serverURL := "http://" + addr
-	var tok struct {
-		Token string `json:"token"`
-	}
-	if err := json.Unmarshal([]byte(reeveOut(t, "server", "token", "create", "--data-dir", data, "--user", "owner@example.com", "--json")), &tok); err != nil {
-		t.Fatal(err)
-	}
-	user := &sdk.Client{BaseURL: serverURL, Token: tok.Token}
+	user := operatorClient(t, data, serverURL, "owner@example.com")
 	wss, err := user.ListWorkspaces(ctx)
 	if err != nil || len(wss) == 0 {
 		t.Fatalf("workspaces: %v %v", wss, err)
@@ -134,23 +111,7 @@ func TestRemoteFollowAcrossServerRestart(t *testing.T) {
 
 	h := newHome(t)
 	h.start()
-	p, code := h.startPair("--server", serverURL, "--auto-unlock")
-	if _, err := user.ApprovePairingCode(ctx, code, sdk.PairingDecisionRequest{Workspace: ws}); err != nil {
-		t.Fatal(err)
-	}
-	if c, out, errs := p.wait(t); c != 0 {
-		t.Fatalf("reeve pair: exit %d\n%s\n%s", c, out, errs)
-	}
-	creds := h.relayCredentials()
-	local, _, err := controlclient.FromHome(home.Dir(h.dir), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	linked := func() bool {
-		hl, err := local.Health(ctx)
-		return err == nil && hl.Relay != nil && hl.Relay.Link == wire.RelayConnected
-	}
-	waitFor(t, "the relay link", 30*time.Second, linked)
+	creds := pairToServer(t, ctx, h, user, serverURL, ws)
 
 	c, err := remote.Dial(ctx, remote.Options{
 		RelayURL: creds.RelayURL, WorkspaceID: ws, RuntimeTargetID: creds.InstallID,

@@ -19,6 +19,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"reeve.dev/reeve/daemon/controlclient"
+	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/server/relay"
 	"reeve.dev/reeve/server/sdk"
 )
@@ -242,24 +245,55 @@ func TestRelayProcessesRouteThroughPresenceAndBus(t *testing.T) {
 	}
 }
 
-// ownedServer starts `reeve server` on a fresh data directory and an owner
-// with a token, and returns the server's origin, the owner's client and the
-// owner's workspace.
-func ownedServer(t *testing.T, email string) (data, serverURL string, user *sdk.Client, workspace string) {
+// ownedServer starts `reeve server` on a fresh data directory, with the
+// extra flags given, and an owner with a token, and returns the server's
+// origin, the owner's client and the owner's workspace.
+func ownedServer(t *testing.T, email string, flags ...string) (data, serverURL string, user *sdk.Client, workspace string) {
 	t.Helper()
 	data = filepath.Join(t.TempDir(), "server")
-	_, serverURL = startReady(t, nil, "(API ", "server", "--listen", "127.0.0.1:0", "--data-dir", data)
+	_, serverURL = startReady(t, nil, "(API ", append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", data}, flags...)...)
 	serverURL = strings.TrimSuffix(serverURL, "/api)")
+	user = operatorClient(t, data, serverURL, email)
+	wss, err := user.ListWorkspaces(context.Background())
+	if err != nil || len(wss) == 0 {
+		t.Fatalf("workspaces: %v %v", wss, err)
+	}
+	return data, serverURL, user, wss[0].ID
+}
+
+// operatorClient is an API client of email (created when new) with a
+// token the operator minted on the server's data directory.
+func operatorClient(t *testing.T, data, serverURL, email string) *sdk.Client {
+	t.Helper()
 	var tok struct {
 		Token string `json:"token"`
 	}
 	if err := json.Unmarshal([]byte(reeveOut(t, "server", "token", "create", "--data-dir", data, "--user", email, "--json")), &tok); err != nil {
 		t.Fatal(err)
 	}
-	user = &sdk.Client{BaseURL: serverURL, Token: tok.Token}
-	wss, err := user.ListWorkspaces(context.Background())
-	if err != nil || len(wss) == 0 {
-		t.Fatalf("workspaces: %v %v", wss, err)
+	return &sdk.Client{BaseURL: serverURL, Token: tok.Token}
+}
+
+// pairToServer pairs the home's daemon with the server's workspace, with
+// auto-unlock, approved by user, and returns once the daemon, restarted
+// into the relay profile, holds its relay link.
+func pairToServer(t *testing.T, ctx context.Context, h *daemonHome, user *sdk.Client, serverURL, ws string) home.RelayCredentials {
+	t.Helper()
+	p, code := h.startPair("--server", serverURL, "--auto-unlock")
+	if _, err := user.ApprovePairingCode(ctx, code, sdk.PairingDecisionRequest{Workspace: ws}); err != nil {
+		t.Fatal(err)
 	}
-	return data, serverURL, user, wss[0].ID
+	if c, out, errs := p.wait(t); c != 0 {
+		t.Fatalf("reeve pair: exit %d\n%s\n%s", c, out, errs)
+	}
+	creds := h.relayCredentials()
+	local, _, err := controlclient.FromHome(home.Dir(h.dir), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the relay link", 60*time.Second, func() bool {
+		hl, err := local.Health(ctx)
+		return err == nil && hl.Relay != nil && hl.Relay.Link == wire.RelayConnected
+	})
+	return creds
 }

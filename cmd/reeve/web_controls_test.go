@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,8 +15,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"reeve.dev/reeve/agents/agenttest"
-	"reeve.dev/reeve/daemon/controlclient"
-	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/web/webtest"
@@ -101,26 +98,8 @@ func TestSessionControlsAndNotificationsInTheBrowser(t *testing.T) {
 	bg, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	data := filepath.Join(t.TempDir(), "server")
-	addr := freePort(t)
-	startReady(t, nil, "(API ", "server", "--listen", addr, "--data-dir", data, "--relay-token-ttl", "20s")
-	serverURL := "http://" + addr
-	token := func(email string) *sdk.Client {
-		var tok struct {
-			Token string `json:"token"`
-		}
-		if err := json.Unmarshal([]byte(reeveOut(t, "server", "token", "create", "--data-dir", data, "--user", email, "--json")), &tok); err != nil {
-			t.Fatal(err)
-		}
-		return &sdk.Client{BaseURL: serverURL, Token: tok.Token}
-	}
-	admin := token("owner@example.com")
-	wss, err := admin.ListWorkspaces(bg)
-	if err != nil || len(wss) == 0 {
-		t.Fatalf("workspaces: %v %v", wss, err)
-	}
-	ws := wss[0].ID
-	member := token("viewer@example.com")
+	data, serverURL, admin, ws := ownedServer(t, "owner@example.com", "--relay-token-ttl", "20s")
+	member := operatorClient(t, data, serverURL, "viewer@example.com")
 	inv, err := admin.CreateInvitation(bg, ws, sdk.InvitationCreateRequest{Email: "viewer@example.com", Role: sdk.RoleMember})
 	if err != nil {
 		t.Fatal(err)
@@ -146,22 +125,7 @@ func TestSessionControlsAndNotificationsInTheBrowser(t *testing.T) {
 	work := t.TempDir()
 	h.must("add", repo)
 	h.must("add", work)
-	p, code := h.startPair("--server", serverURL, "--auto-unlock")
-	if _, err := admin.ApprovePairingCode(bg, code, sdk.PairingDecisionRequest{Workspace: ws}); err != nil {
-		t.Fatal(err)
-	}
-	if c, out, errs := p.wait(t); c != 0 {
-		t.Fatalf("reeve pair: exit %d\n%s\n%s", c, out, errs)
-	}
-	creds := h.relayCredentials()
-	local, _, err := controlclient.FromHome(home.Dir(h.dir), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the relay link", 60*time.Second, func() bool {
-		hl, err := local.Health(bg)
-		return err == nil && hl.Relay != nil && hl.Relay.Link == wire.RelayConnected
-	})
+	creds := pairToServer(t, bg, h, admin, serverURL, ws)
 	machineURL := "/w/" + ws + "/m/" + creds.InstallID
 
 	// ---- the worktree, as the owner ----

@@ -21,9 +21,6 @@ import (
 	"github.com/coder/websocket"
 
 	"reeve.dev/reeve/agents/agenttest"
-	"reeve.dev/reeve/daemon/controlclient"
-	"reeve.dev/reeve/daemon/home"
-	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/web/webtest"
 )
@@ -214,13 +211,7 @@ func TestSteerFromTheBrowser(t *testing.T) {
 	srv1, _ := startReady(t, nil, "(API ", "server", "--listen", addr, "--data-dir", data, "--relay-url", tap.URL(), "--relay-token-ttl", "30s")
 	serverURL := "http://" + addr
 	tap.target.Store(serverURL)
-	var tok struct {
-		Token string `json:"token"`
-	}
-	if err := json.Unmarshal([]byte(reeveOut(t, "server", "token", "create", "--data-dir", data, "--user", "owner@example.com", "--json")), &tok); err != nil {
-		t.Fatal(err)
-	}
-	user := &sdk.Client{BaseURL: serverURL, Token: tok.Token}
+	user := operatorClient(t, data, serverURL, "owner@example.com")
 	wss, err := user.ListWorkspaces(bg)
 	if err != nil || len(wss) == 0 {
 		t.Fatalf("workspaces: %v %v", wss, err)
@@ -247,22 +238,7 @@ func TestSteerFromTheBrowser(t *testing.T) {
 	h := claudeHome(t, srv)
 	work := t.TempDir()
 	h.must("add", work)
-	p, code := h.startPair("--server", serverURL, "--auto-unlock")
-	if _, err := user.ApprovePairingCode(bg, code, sdk.PairingDecisionRequest{Workspace: ws}); err != nil {
-		t.Fatal(err)
-	}
-	if c, out, errs := p.wait(t); c != 0 {
-		t.Fatalf("reeve pair: exit %d\n%s\n%s", c, out, errs)
-	}
-	creds := h.relayCredentials()
-	local, _, err := controlclient.FromHome(home.Dir(h.dir), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the relay link", 60*time.Second, func() bool {
-		hl, err := local.Health(bg)
-		return err == nil && hl.Relay != nil && hl.Relay.Link == wire.RelayConnected
-	})
+	creds := pairToServer(t, bg, h, user, serverURL, ws)
 
 	// Sign in from the link the operator printed.
 	link := reeveOut(t, "server", "login-link", "--data-dir", data, "--email", "owner@example.com", "--app-url", serverURL)
