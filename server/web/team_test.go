@@ -134,22 +134,7 @@ func TestRelayTokenNeedsTheSessionAndCSRF(t *testing.T) {
 	}
 	csrf := metaCSRF(t, body)
 	post := func(hdr map[string]string, b string, jar bool) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, f.URL+"/app/relay-token", strings.NewReader(b))
-		req.Header.Set("Content-Type", "application/json")
-		for k, v := range hdr {
-			req.Header.Set(k, v)
-		}
-		cl := c
-		if !jar {
-			cl = &http.Client{}
-		}
-		resp, err := cl.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(out)
+		return scriptCall(t, c, jar, http.MethodPost, f.URL+"/app/relay-token", hdr, strings.NewReader(b))
 	}
 	ok := `{"workspace":"` + u.Workspace + `"}`
 	if st, b := post(map[string]string{"X-Reeve-CSRF": csrf}, ok, true); st != 200 || !strings.Contains(b, `"token":"ey`) {
@@ -210,21 +195,7 @@ func TestMachinesListNeedsTheSessionAndCSRF(t *testing.T) {
 	_, body := get(t, c, f.URL+"/")
 	csrf := metaCSRF(t, body)
 	fetch := func(hdr map[string]string, jar bool) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, f.URL+"/app/machines", nil)
-		for k, v := range hdr {
-			req.Header.Set(k, v)
-		}
-		cl := c
-		if !jar {
-			cl = &http.Client{}
-		}
-		resp, err := cl.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(out)
+		return scriptCall(t, c, jar, http.MethodGet, f.URL+"/app/machines", hdr, nil)
 	}
 	st, b := fetch(map[string]string{"X-Reeve-CSRF": csrf}, true)
 	var got struct {
@@ -250,4 +221,28 @@ func TestMachinesListNeedsTheSessionAndCSRF(t *testing.T) {
 			t.Fatalf("%s: %d %s", what, st, b)
 		}
 	}
+}
+
+// scriptCall sends what a page's script sends to one of the site's JSON
+// endpoints, with the signed-in cookie jar c or (jar false) without it,
+// and returns the status and body.
+func scriptCall(t *testing.T, c *http.Client, jar bool, method, url string, hdr map[string]string, body io.Reader) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, body)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	if !jar {
+		c = &http.Client{}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
 }
