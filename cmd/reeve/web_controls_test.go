@@ -82,6 +82,22 @@ func signIn(t *testing.T, data, serverURL, email, next string) context.Context {
 	return ctx
 }
 
+// launchInPage launches a session from the machine page open in ctx and
+// returns the session page's URL and the session's id once the page
+// shows its log.
+func launchInPage(t *testing.T, ctx context.Context, dir, agent, prompt string) (string, string) {
+	t.Helper()
+	webtest.Steps(t, ctx, "launch a "+agent+" session in "+dir,
+		chromedp.SendKeys(webtest.CSS("#launch-dir"), dir),
+		chromedp.SendKeys(webtest.CSS("#launch-agent"), agent),
+		chromedp.SendKeys(webtest.CSS("#launch-prompt"), prompt),
+		chromedp.Click(webtest.CSS("#launch-go")),
+		chromedp.WaitVisible(webtest.CSS("#log")),
+	)
+	u := webtest.Location(t, ctx)
+	return u, u[strings.LastIndex(u, "/")+1:]
+}
+
 // The controls of the session page do what they say on the daemon: the
 // worktree's diff, roll back, squash-merge and retry, each behind a
 // confirmation that, cancelled, changes nothing; the mode switch; Stop.
@@ -138,15 +154,7 @@ func TestSessionControlsAndNotificationsInTheBrowser(t *testing.T) {
 		chromedp.WaitVisible(webtest.CSS("#launch")),
 	)
 	waitJS(t, owner, "the machine's channel", `document.querySelector("#conn").dataset.state === "connected"`, 60*time.Second)
-	webtest.Steps(t, owner, "launch a shell session in the project",
-		chromedp.SendKeys(webtest.CSS("#launch-dir"), repo),
-		chromedp.SendKeys(webtest.CSS("#launch-agent"), "shell"),
-		chromedp.SendKeys(webtest.CSS("#launch-prompt"), "echo one > a.txt; echo new > b.txt"),
-		chromedp.Click(webtest.CSS("#launch-go")),
-		chromedp.WaitVisible(webtest.CSS("#log")),
-	)
-	shellURL := webtest.Location(t, owner)
-	sid := shellURL[strings.LastIndex(shellURL, "/")+1:]
+	_, sid := launchInPage(t, owner, repo, "shell", "echo one > a.txt; echo new > b.txt")
 	idle := `/completed|idle/.test(document.querySelector("#status").textContent)`
 	waitJS(t, owner, "the first turn", idle, 60*time.Second)
 	webtest.Steps(t, owner, "a second turn", chromedp.SendKeys(webtest.CSS("#prompt"), "echo two > a.txt"), chromedp.Click(webtest.CSS("#send")))
@@ -246,15 +254,7 @@ func TestSessionControlsAndNotificationsInTheBrowser(t *testing.T) {
 	// ---- a Claude Code session in the open directory ----
 	webtest.Steps(t, owner, "back to the machine", chromedp.Navigate(serverURL+machineURL), chromedp.WaitVisible(webtest.CSS("#launch")))
 	waitJS(t, owner, "the machine's channel", `document.querySelector("#conn").dataset.state === "connected"`, 60*time.Second)
-	webtest.Steps(t, owner, "launch Claude Code",
-		chromedp.SendKeys(webtest.CSS("#launch-dir"), work),
-		chromedp.SendKeys(webtest.CSS("#launch-agent"), "claude"),
-		chromedp.SendKeys(webtest.CSS("#launch-prompt"), "touch two files"),
-		chromedp.Click(webtest.CSS("#launch-go")),
-		chromedp.WaitVisible(webtest.CSS("#log")),
-	)
-	claudeURL := webtest.Location(t, owner)
-	cid := claudeURL[strings.LastIndex(claudeURL, "/")+1:]
+	claudeURL, cid := launchInPage(t, owner, work, "claude", "touch two files")
 	waitJS(t, owner, "the first request on the owner's session page", `!!document.querySelector(".perm .allow")`, 120*time.Second)
 	pid := h.pending()[0].ID
 
