@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -208,12 +207,4 @@ func launchFrom(r *config.Resolved) home.Launch {
 		DefaultAgent: s.DefaultAgent, HookTimeout: s.HookTimeoutSeconds, DefaultMode: s.DefaultMode,
 		SessionUpload: s.SessionUpload,
 	}
-}
-
-func decodeBase64(s string) string {
-	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return ""
-	}
-	return string(b)
 }

@@ -95,11 +95,11 @@ func (r *renderer) render(u wire.SessionUpdate) {
 	case wire.KindTerminalOutput:
 		var d wire.TerminalOutput
 		json.Unmarshal(u.Data, &d)
-		text := d.Text
-		if d.Base64 != "" {
-			text = decodeBase64(d.Base64)
+		b, err := d.Bytes()
+		if err != nil {
+			b = nil // undecodable output shows as nothing, not as a fragment
 		}
-		if text != "" {
+		if text := string(b); text != "" {
 			io.WriteString(r.w, text)
 			r.midLine = !strings.HasSuffix(text, "\n")
 		}
