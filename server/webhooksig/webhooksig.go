@@ -51,17 +51,12 @@ func mac(secret []byte, parts ...[]byte) []byte {
 }
 
 // equalHex compares a hex-encoded candidate with an expected MAC in
-// constant time (with respect to the MAC); a candidate that is not hex of
-// the right length is a mismatch, never a panic.
+// constant time (with respect to the MAC). Every sender of these schemes
+// writes lowercase hex, so only that one spelling is accepted: a signature
+// header has exactly one valid value, and an uppercase or mixed-case
+// rewrite of it is a mismatch, as is anything of the wrong length.
 func equalHex(candidate string, want []byte) bool {
-	if len(candidate) != hex.EncodedLen(len(want)) {
-		return false
-	}
-	got, err := hex.DecodeString(candidate)
-	if err != nil {
-		return false
-	}
-	return hmac.Equal(got, want)
+	return hmac.Equal([]byte(candidate), []byte(hex.EncodeToString(want)))
 }
 
 // parseUnix reads a decimal Unix time in seconds, refusing signs, spaces

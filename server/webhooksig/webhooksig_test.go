@@ -207,6 +207,27 @@ func TestStandard(t *testing.T) {
 	}
 }
 
+// A signature header has one valid spelling. Hex decoding alone would also
+// take an uppercase rewrite of a true MAC; the fuzzer found that for the
+// chat scheme, and every hex scheme must refuse it.
+func TestHexSignaturesAreLowercaseOnly(t *testing.T) {
+	ts, chat := SignChat(secret, now, body)
+	pay := SignPayments(now, body, secret)
+	if err := VerifyCodeHost(secret, body, strings.ToUpper(SignCodeHost(secret, body))); err == nil {
+		t.Error("code host accepted an uppercase signature")
+	}
+	if err := VerifyTracker(secret, body, strings.ToUpper(SignTracker(secret, body))); err == nil {
+		t.Error("tracker accepted an uppercase signature")
+	}
+	if err := VerifyChat(secret, body, ts, "v0="+strings.ToUpper(strings.TrimPrefix(chat, "v0=")), now, 0); err == nil {
+		t.Error("chat accepted an uppercase signature")
+	}
+	i := strings.Index(pay, "v1=") + len("v1=")
+	if _, err := VerifyPayments(secret, body, pay[:i]+strings.ToUpper(pay[i:]), now, 0); err == nil {
+		t.Error("payments accepted an uppercase signature")
+	}
+}
+
 func TestStandardSecret(t *testing.T) {
 	s := NewStandardSecret()
 	if !strings.HasPrefix(s, "whsec_") {
