@@ -6,17 +6,10 @@
 import { Remote } from "./remote.js";
 import { fingerprint, normFingerprint, b64decode } from "./e2e.js";
 import { handleFrame, clearNotice, resync, watchRemote } from "./notify.js";
+import { $, el } from "./dom.js";
 
-const $ = (sel) => document.querySelector(sel);
 const app = $("#app");
 const cfg = app ? app.dataset : {};
-
-function el(tag, cls, text) {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined) e.textContent = text;
-  return e;
-}
 
 function showError(msg) {
   const e = $("#app-error");

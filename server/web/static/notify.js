@@ -15,18 +15,10 @@
 // second one.
 
 import { Remote, csrfToken } from "./remote.js";
-
-const $ = (sel) => document.querySelector(sel);
+import { $, el } from "./dom.js";
 
 // Notices by request id: {node, notification, install, stale}.
 const notices = new Map();
-
-function el(tag, cls, text) {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined) e.textContent = text;
-  return e;
-}
 
 function sessionURL(workspace, install, session) {
   return "/w/" + workspace + "/m/" + install + "/s/" + session;
