@@ -401,7 +401,7 @@ func (s *Server) unguardedFindings(ctx context.Context, st store.Insights, ws st
 			ev = append([]store.EvidenceLink{{Kind: "install", ID: install}}, ev...)
 		}
 		out = append(out, store.InsightFinding{Rule: sdk.RuleUnguardedSession, Subject: "install:" + install, Severity: "warning",
-			Title:  fmt.Sprintf("%d sessions on one machine ran unguarded over the last 7 days", n),
+			Title:  fmt.Sprintf("%d %s on one machine ran unguarded over the last 7 days", n, map[bool]string{true: "session", false: "sessions"}[n == 1]),
 			Detail: detail, Evidence: ev, Count: n})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Subject < out[j].Subject })

@@ -333,7 +333,8 @@ func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // exportDownload hands the person a session's signed evidence export (or
-// the workspace audit export) as a file, fetched as them.
+// the workspace audit export, or a review packet's) as a file, fetched as
+// them.
 func (h *Handler) exportDownload(w http.ResponseWriter, r *http.Request) {
 	s, p, ok := h.workspaceFor(w, r)
 	if !ok {
@@ -350,6 +351,10 @@ func (h *Handler) exportDownload(w http.ResponseWriter, r *http.Request) {
 	case "audit":
 		path = "/api/workspaces/" + url.PathEscape(ws) + "/audit/export"
 		name = "audit-" + ws + ".json"
+	case "review-packet":
+		id := r.URL.Query().Get("packet")
+		path = "/api/resources/" + url.PathEscape(ws) + "/review-packets/" + url.PathEscape(id) + "/export"
+		name = "review-packet-" + id + ".json"
 	default:
 		http.NotFound(w, r)
 		return

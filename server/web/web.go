@@ -100,6 +100,8 @@ func New(opts Options) (*Handler, error) {
 	h.mux.HandleFunc("POST /w/{workspace}/team", h.teamAction)
 	h.mux.HandleFunc("GET /w/{workspace}/audit", h.auditPage)
 	h.mux.HandleFunc("GET /w/{workspace}/export/{kind}", h.exportDownload)
+	h.mux.HandleFunc("GET /w/{workspace}/insights", h.insightsPage)
+	h.mux.HandleFunc("POST /w/{workspace}/insights", h.insightsAction)
 	h.mux.HandleFunc("GET /login", h.loginPage)
 	h.mux.HandleFunc("POST /login", h.loginSubmit)
 	h.mux.HandleFunc("POST /logout", h.logout)

@@ -1,0 +1,173 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"reeve.dev/reeve/server/sdk"
+)
+
+// The insights page (spec 3.5, 4.9): what the detection rules found, the
+// summary, and the review packets made from accepted insights. Like the
+// team page it is server-rendered over the insight and review-packet
+// routes, as the signed-in person: members read, and the buttons that
+// change anything are shown to owners and admins, whom the routes admit;
+// a forged form from anyone else is refused by the route itself.
+
+type insightView struct {
+	sdk.Insight
+	Detail string // indented JSON, for people
+}
+
+type insightsPage struct {
+	page
+	Workspace sdk.Workspace
+	Admin     bool
+	// Filter is the status shown ("" for all); Statuses the choices.
+	Filter    string
+	Statuses  []string
+	Insights  []insightView
+	NextAfter int64
+	Summary   *sdk.InsightSummary
+	Rules     []string
+	Packets   []sdk.ReviewPacket
+}
+
+func (h *Handler) insightsPage(w http.ResponseWriter, r *http.Request) {
+	s, tp, ok := h.workspaceFor(w, r)
+	if !ok {
+		return
+	}
+	p := insightsPage{page: tp.page, Workspace: tp.Workspace, Admin: tp.Admin}
+	h.renderInsights(w, r, s, p, http.StatusOK)
+}
+
+func (h *Handler) renderInsights(w http.ResponseWriter, r *http.Request, s string, p insightsPage, status int) {
+	c := h.client(r, s)
+	base := "/api/resources/" + url.PathEscape(p.Workspace.ID)
+	p.Title = "Insights · " + p.Workspace.Name
+	p.Statuses = []string{sdk.InsightOpen, sdk.InsightAccepted, sdk.InsightDismissed, sdk.InsightConverted}
+	p.Rules = sdk.InsightRules
+	q := r.URL.Query()
+	if f := q.Get("status"); slices.Contains(p.Statuses, f) {
+		p.Filter = f
+	}
+	list := url.Values{"limit": {"100"}}
+	if p.Filter != "" {
+		list.Set("status", p.Filter)
+	}
+	if a := q.Get("after"); a != "" {
+		list.Set("after", a)
+	}
+	var ins sdk.InsightCollectionResponse
+	if _, err := c.Do(r.Context(), http.MethodGet, base+"/insights?"+list.Encode(), nil, &ins); err != nil {
+		p.Error = joinErr(p.Error, "The insights could not be listed: "+apiMessage(err))
+	}
+	for _, i := range ins.Data {
+		p.Insights = append(p.Insights, insightView{Insight: i, Detail: indentJSON(i.Detail)})
+	}
+	p.NextAfter = ins.Meta.NextAfter
+	var sum sdk.InsightSummaryResponse
+	if _, err := c.Do(r.Context(), http.MethodGet, base+"/insights/summary", nil, &sum); err != nil {
+		p.Error = joinErr(p.Error, "The summary could not be read: "+apiMessage(err))
+	} else {
+		p.Summary = &sum.Data
+	}
+	var packets sdk.ReviewPacketCollectionResponse
+	if _, err := c.Do(r.Context(), http.MethodGet, base+"/review-packets?limit=50", nil, &packets); err != nil {
+		p.Error = joinErr(p.Error, "The review packets could not be listed: "+apiMessage(err))
+	}
+	// Newest first: the one a person just made is at the top.
+	for i := len(packets.Data) - 1; i >= 0; i-- {
+		p.Packets = append(p.Packets, packets.Data[i])
+	}
+	h.render(w, r, status, "insights.html", p)
+}
+
+// insightsAction handles the page's forms: detect, a status change,
+// convert, and a review packet's decision.
+func (h *Handler) insightsAction(w http.ResponseWriter, r *http.Request) {
+	s, tp, ok := h.workspaceFor(w, r)
+	if !ok || !h.checkPost(w, r, s) {
+		return
+	}
+	p := insightsPage{page: tp.page, Workspace: tp.Workspace, Admin: tp.Admin}
+	c := h.client(r, s)
+	base := "/api/resources/" + url.PathEscape(p.Workspace.ID)
+	f := r.PostFormValue
+	var err error
+	switch f("action") {
+	case "detect":
+		var out sdk.InsightCollectionResponse
+		_, err = c.Do(r.Context(), http.MethodPost, base+"/insights/detect", nil, &out)
+		if err == nil {
+			n := func(p *int) int {
+				if p == nil {
+					return 0
+				}
+				return *p
+			}
+			p.Notice = fmt.Sprintf("Detection ran: %d new, %d updated, %d unchanged, %d resolved.", n(out.Meta.Created), n(out.Meta.Updated), n(out.Meta.Unchanged), n(out.Meta.Resolved))
+		}
+	case "status":
+		req := sdk.InsightUpdateRequest{Status: f("status")}
+		if reason := strings.TrimSpace(f("reason")); reason != "" {
+			req.Reason = &reason
+		}
+		var out sdk.InsightResponse
+		_, err = c.Do(r.Context(), http.MethodPatch, base+"/insights/"+url.PathEscape(f("insight")), req, &out)
+		if err == nil {
+			p.Notice = "Insight “" + out.Data.Title + "” is now " + out.Data.Status + "."
+		}
+	case "convert":
+		var out sdk.ReviewPacketResponse
+		_, err = c.Do(r.Context(), http.MethodPost, base+"/insights/"+url.PathEscape(f("insight"))+"/convert", nil, &out)
+		if err == nil {
+			p.Notice = "Converted into the review packet “" + out.Data.Title + "”, waiting for a decision below."
+		}
+	case "decide-packet":
+		req := sdk.ReviewPacketDecisionRequest{Decision: f("decision")}
+		if reason := strings.TrimSpace(f("reason")); reason != "" {
+			req.Reason = &reason
+		}
+		var out sdk.ReviewPacketResponse
+		_, err = c.Do(r.Context(), http.MethodPatch, base+"/review-packets/"+url.PathEscape(f("packet"))+"/decision", req, &out)
+		if err == nil {
+			p.Notice = "Review packet “" + out.Data.Title + "” " + out.Data.Status + "."
+		}
+	default:
+		p.Error = "Unknown action."
+		h.renderInsights(w, r, s, p, http.StatusBadRequest)
+		return
+	}
+	if err != nil {
+		p.Notice = ""
+		p.Error = "Refused: " + apiMessage(err)
+		h.renderInsights(w, r, s, p, statusOr(err, http.StatusUnprocessableEntity))
+		return
+	}
+	h.renderInsights(w, r, s, p, http.StatusOK)
+}
+
+func joinErr(have, more string) string {
+	if have == "" {
+		return more
+	}
+	return have + " " + more
+}
+
+func indentJSON(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" || string(raw) == "{}" {
+		return ""
+	}
+	var b bytes.Buffer
+	if json.Indent(&b, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	return b.String()
+}
