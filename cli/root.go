@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -37,6 +38,9 @@ type Env struct {
 	// watchSignals, set by Main, derives the context a command runs with:
 	// cancelled on interrupt or SIGTERM.
 	watchSignals func(context.Context) context.Context
+	// progressDelay, when set, replaces both progressDelay and
+	// progressEvery (tests).
+	progressDelay time.Duration
 }
 
 // processEnv is the Env of the real process.
@@ -162,18 +166,6 @@ func newRoot(env *Env, only string) *cobra.Command {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})
 	root.CompletionOptions.DisableDefaultCmd = true
-	if env.watchSignals != nil {
-		// Signals are watched once a subcommand is about to run, not from
-		// the start: the watch starts goroutines and a thread (about 100k
-		// instructions) that --version and help need not pay. No subcommand
-		// has a PersistentPreRun of its own, which would replace this one.
-		root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
-			if cmd.HasParent() {
-				cmd.SetContext(env.watchSignals(cmd.Context()))
-			}
-		}
-	}
-
 	addHomeFlag(root)
 	for _, c := range topCommands {
 		if only == "" || c.name == only {
@@ -187,7 +179,45 @@ func newRoot(env *Env, only string) *cobra.Command {
 	if only == "" || only == "pair" {
 		attachPairUnlock(root, env) // reeve pair unlock (pair_unlock.go)
 	}
+	if env.watchSignals != nil {
+		watchSignalsIn(root, env.watchSignals)
+	}
 	return root
+}
+
+// watchSignalsIn makes every command below root run with the context
+// watch derives (cancelled on interrupt or SIGTERM). The watch starts only
+// once a subcommand is about to run, not from the start: it costs
+// goroutines and a thread (about 100k instructions) that --version and help
+// need not pay. It wraps each command's own Run/RunE rather than sitting in
+// the root's PersistentPreRun, which cobra skips as soon as a subcommand
+// has a PersistentPreRun of its own; so no hook added later can drop it.
+// It must run after the tree is complete.
+func watchSignalsIn(root *cobra.Command, watch func(context.Context) context.Context) {
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			wrapRun(sub, watch)
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// wrapRun derives cmd's context with watch just before its action runs.
+func wrapRun(cmd *cobra.Command, watch func(context.Context) context.Context) {
+	switch run, runE := cmd.Run, cmd.RunE; {
+	case runE != nil:
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			c.SetContext(watch(c.Context()))
+			return runE(c, args)
+		}
+	case run != nil:
+		cmd.Run = func(c *cobra.Command, args []string) {
+			c.SetContext(watch(c.Context()))
+			run(c, args)
+		}
+	}
 }
 
 // branchOf returns which part of the tree a command line needs: the name of
@@ -232,6 +262,14 @@ func branchOf(args []string) string {
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return nil
+	}
+	if !cmd.HasParent() {
+		// The root's only action is --version; an argument beside it is
+		// either a stray word or a mistyped command, and the message
+		// says both.
+		if v, _ := cmd.Flags().GetBool("version"); v {
+			return exitf(ExitUsage, "--version takes no arguments, got %q (%q is not a command of %q; see %q)", args, args[0], cmd.CommandPath(), cmd.CommandPath()+" --help")
+		}
 	}
 	if cmd.HasSubCommands() {
 		return exitf(ExitUsage, "unknown command %q for %q (see %q)", args[0], cmd.CommandPath(), cmd.CommandPath()+" --help")

@@ -6,6 +6,11 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+
+	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/daemon/wire"
 )
 
 // TestTopCommandsNamed keeps the table Execute builds branches from true:
@@ -96,5 +101,69 @@ func TestRootHelpListsEveryCommand(t *testing.T) {
 	env := &Env{Out: &out, Err: &out, In: strings.NewReader(""), Getenv: func(string) string { return "" }}
 	if code := Execute(context.Background(), env, []string{"--version"}); code != ExitOK || !strings.HasPrefix(out.String(), "reeve ") {
 		t.Fatalf("--version: exit %d, %q", code, out.String())
+	}
+}
+
+// An argument beside --version is a usage error that names it, whatever
+// side of the flag it stands on.
+func TestVersionRefusesStrayArguments(t *testing.T) {
+	for _, args := range [][]string{{"--version", "extra"}, {"extra", "--version"}, {"-v", "extra", "more"}} {
+		var out, errb bytes.Buffer
+		env := &Env{Out: &out, Err: &errb, In: strings.NewReader(""), Getenv: func(string) string { return "" }}
+		code := Execute(context.Background(), env, args)
+		if code != ExitUsage || out.Len() != 0 {
+			t.Errorf("%v: exit %d, stdout %q", args, code, out.String())
+		}
+		if e := errb.String(); !strings.Contains(e, "--version takes no arguments") || !strings.Contains(e, `"extra"`) {
+			t.Errorf("%v said %q", args, e)
+		}
+	}
+}
+
+type watchedKey struct{}
+
+// Every command runs with the context the signal watch derives, even one
+// whose own PersistentPreRun would have replaced a root hook.
+func TestCommandsRunWithTheSignalWatch(t *testing.T) {
+	watch := func(ctx context.Context) context.Context { return context.WithValue(ctx, watchedKey{}, true) }
+
+	// Through Execute, as Main runs it: the daemon is reached with the
+	// watched context.
+	f := &fakeDaemon{
+		dirs:   func() ([]wire.Directory, error) { return nil, nil },
+		health: func() (wire.Health, error) { return wire.Health{}, nil },
+	}
+	f.t = t
+	watched := false
+	var out bytes.Buffer
+	env := &Env{Out: &out, Err: &out, In: strings.NewReader(""), Getenv: func(string) string { return "" }, watchSignals: watch,
+		Connect: func(ctx context.Context, _ home.Dir) (Daemon, error) {
+			watched, _ = ctx.Value(watchedKey{}).(bool)
+			return f, nil
+		}}
+	if code := Execute(context.Background(), env, []string{"--home", t.TempDir(), "list"}); code != ExitOK {
+		t.Fatalf("list: exit %d\n%s", code, out.String())
+	}
+	if !watched {
+		t.Error("list reached the daemon without the signal watch")
+	}
+
+	// A subcommand with its own persistent hook, nested under a group.
+	var got bool
+	leaf := &cobra.Command{Use: "leaf", RunE: func(cmd *cobra.Command, _ []string) error {
+		got, _ = cmd.Context().Value(watchedKey{}).(bool)
+		return nil
+	}}
+	group := &cobra.Command{Use: "group", PersistentPreRun: func(*cobra.Command, []string) {}}
+	group.AddCommand(leaf)
+	root := &cobra.Command{Use: "root", PersistentPreRun: func(*cobra.Command, []string) {}}
+	root.AddCommand(group)
+	watchSignalsIn(root, watch)
+	root.SetArgs([]string{"group", "leaf"})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !got {
+		t.Error("a command under a PersistentPreRun ran without the signal watch")
 	}
 }
