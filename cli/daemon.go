@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -185,6 +186,30 @@ func callTimeout(env *Env) time.Duration {
 type daemonCmd struct {
 	env  *Env
 	home home.Dir
+	// homeFlag is the --home the command line gave, "" when the home came
+	// from REEVE_HOME or the default.
+	homeFlag string
+}
+
+// reeve is the command line, with args, that a hint tells the person to
+// run next: it names the home when --home chose it, since the next command
+// would otherwise reach the daemon of another home (REEVE_HOME and the
+// default carry over by themselves).
+func (d *daemonCmd) reeve(args string) string {
+	if d.homeFlag == "" {
+		return "reeve " + args
+	}
+	return "reeve --home " + shellWord(d.homeFlag) + " " + args
+}
+
+// shellWord quotes s for a POSIX shell when it needs quoting.
+func shellWord(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:@%=,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // connect reaches the daemon running from the home.
@@ -232,6 +257,9 @@ func (d *daemonCmd) bind(cmd *cobra.Command, env *Env) error {
 		return err
 	}
 	d.home = dir
+	if f := cmd.Flags().Lookup("home"); f != nil && f.Changed {
+		d.homeFlag = string(dir)
+	}
 	return nil
 }
 

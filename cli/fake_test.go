@@ -40,6 +40,9 @@ type fakeDaemon struct {
 	rollback   func(wire.RollbackRequest) (wire.RollbackResult, error)
 	squash     func(wire.SquashMergeRequest) (wire.SquashMergeResult, error)
 	wtRemove   func(wire.WorktreeRemoveRequest) (wire.WorktreeRemoveResult, error)
+	prompt     func(wire.PromptRequest) error
+	setMode    func(wire.SetModeRequest) error
+	unlock     func(ttl int) (wire.RemoteStatus, error)
 	connectErr error
 
 	mu     sync.Mutex
@@ -138,8 +141,11 @@ func (f *fakeDaemon) Pending(_ context.Context, sid string) ([]wire.PermissionRe
 	}
 	return f.pending(sid)
 }
-func (f *fakeDaemon) UnlockRemote(context.Context, int) (wire.RemoteStatus, error) {
-	return missing[wire.RemoteStatus](f, "UnlockRemote")
+func (f *fakeDaemon) UnlockRemote(_ context.Context, ttl int) (wire.RemoteStatus, error) {
+	if f.unlock == nil {
+		return missing[wire.RemoteStatus](f, "UnlockRemote")
+	}
+	return f.unlock(ttl)
 }
 func (f *fakeDaemon) Protocol(context.Context) (Protocol, error) { return f, nil }
 func (f *fakeDaemon) Close() error {
@@ -154,9 +160,12 @@ func (f *fakeDaemon) Launch(_ context.Context, req wire.LaunchRequest) (wire.Ses
 	}
 	return f.launch(req)
 }
-func (f *fakeDaemon) Prompt(context.Context, wire.PromptRequest) error {
-	_, err := missing[struct{}](f, "Prompt")
-	return err
+func (f *fakeDaemon) Prompt(_ context.Context, req wire.PromptRequest) error {
+	if f.prompt == nil {
+		_, err := missing[struct{}](f, "Prompt")
+		return err
+	}
+	return f.prompt(req)
 }
 func (f *fakeDaemon) Kill(_ context.Context, req wire.KillRequest) error {
 	if f.kill == nil {
@@ -187,9 +196,12 @@ func (f *fakeDaemon) RespondPermission(_ context.Context, req wire.RespondPermis
 	}
 	return f.respond(req)
 }
-func (f *fakeDaemon) SetMode(context.Context, wire.SetModeRequest) error {
-	_, err := missing[struct{}](f, "SetMode")
-	return err
+func (f *fakeDaemon) SetMode(_ context.Context, req wire.SetModeRequest) error {
+	if f.setMode == nil {
+		_, err := missing[struct{}](f, "SetMode")
+		return err
+	}
+	return f.setMode(req)
 }
 func (f *fakeDaemon) WorktreeList(_ context.Context, req wire.WorktreeListRequest) (wire.WorktreeList, error) {
 	if f.wtList == nil {

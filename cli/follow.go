@@ -30,6 +30,8 @@ type followOptions struct {
 	// running reports whether a daemon still runs from the home, to tell
 	// a lost connection to a live daemon (exit 9) from a stopped one.
 	running func() bool
+	// reeve spells a reeve command line in hints (daemonCmd.reeve).
+	reeve func(args string) string
 }
 
 // follow prints a subscribed session's events until its session-ended
@@ -38,7 +40,10 @@ type followOptions struct {
 // ask, lets the person at the terminal give it with one key.
 func follow(ctx context.Context, env *Env, p Protocol, s Stream, sessionID string, fo followOptions) (wire.SessionEnded, error) {
 	r := &renderer{w: env.Out}
-	w := &waits{env: env, p: p, sessionID: sessionID, waiting: map[string]wire.PermissionRequest{}, mine: map[string]bool{}}
+	if fo.reeve == nil {
+		fo.reeve = func(args string) string { return "reeve " + args }
+	}
+	w := &waits{env: env, p: p, sessionID: sessionID, reeve: fo.reeve, waiting: map[string]wire.PermissionRequest{}, mine: map[string]bool{}}
 	if fo.ask {
 		if f, ok := env.In.(*os.File); ok && isTerminal(f) {
 			w.term = f
@@ -65,7 +70,7 @@ func follow(ctx context.Context, env *Env, p Protocol, s Stream, sessionID strin
 					}
 					return *e, nil
 				}
-				return wire.SessionEnded{}, followLost(sessionID, s.Err(), fo.running)
+				return wire.SessionEnded{}, followLost(sessionID, s.Err(), fo)
 			}
 			switch {
 			case fo.quiet:
@@ -93,11 +98,12 @@ func (fo followOptions) pendingHas(u wireclient.Update) bool {
 }
 
 // followLost explains a follow cut off before the session ended.
-func followLost(sessionID string, err error, running func() bool) error {
+func followLost(sessionID string, err error, fo followOptions) error {
+	running := fo.running
 	var stopped *wireclient.StoppedError
 	switch {
 	case errors.As(err, &stopped):
-		return exitf(ExitNotRunning, "the daemon stopped while following session %s (%s); it interrupts the sessions it runs: start it again with `reeve start`, then see `reeve logs %s`", sessionID, stopped.Reason, sessionID)
+		return exitf(ExitNotRunning, "the daemon stopped while following session %s (%s); it interrupts the sessions it runs: start it again with `%s`, then see `%s`", sessionID, stopped.Reason, fo.reeve("start"), fo.reeve("logs "+sessionID))
 	case errors.Is(err, wireclient.ErrLost) && running != nil && running():
 		return exitf(ExitUnhealthy, "lost the daemon while following session %s: %v; it runs but does not answer (see `reeve status`)", sessionID, err)
 	case errors.Is(err, wireclient.ErrLost):
@@ -114,6 +120,7 @@ type waits struct {
 	env       *Env
 	p         Protocol
 	sessionID string
+	reeve     func(args string) string
 	// waiting are the requests announced and not yet decided.
 	waiting map[string]wire.PermissionRequest
 	// mine are the requests decided here, whose decision events need no
@@ -177,7 +184,7 @@ func (w *waits) announce(req wire.PermissionRequest) {
 		fmt.Fprintf(w.env.Err, "reeve:   why a human is asked: %s\n", req.Reason)
 	}
 	if w.term == nil {
-		fmt.Fprintf(w.env.Err, "reeve:   allow it: reeve permit allow %s    deny it: reeve permit deny %s --reason '...'\n", req.ID, req.ID)
+		fmt.Fprintf(w.env.Err, "reeve:   allow it: %s    deny it: %s --reason '...'\n", w.reeve("permit allow "+req.ID), w.reeve("permit deny "+req.ID))
 	}
 }
 
@@ -191,7 +198,7 @@ func (w *waits) next() {
 	}
 	w.asking, w.queue = w.queue[0], w.queue[1:]
 	req := w.waiting[w.asking]
-	fmt.Fprintf(w.env.Err, "reeve: %s %s — allow? [y] allow  [n] deny  [s] skip (decide later with `reeve permit`): ", req.Tool, clip(oneLine(string(req.Input)), 120))
+	fmt.Fprintf(w.env.Err, "reeve: %s %s — allow? [y] allow  [n] deny  [s] skip (decide later with `%s`): ", req.Tool, clip(oneLine(string(req.Input)), 120), w.reeve("permit"))
 }
 
 func (w *waits) dequeue(id string) {
@@ -208,7 +215,7 @@ func (w *waits) dequeue(id string) {
 func (w *waits) startKeys() bool {
 	restore, err := cbreak(w.term)
 	if err != nil {
-		fmt.Fprintf(w.env.Err, "reeve: cannot read single keys from the terminal (%v); decide with `reeve permit`\n", err)
+		fmt.Fprintf(w.env.Err, "reeve: cannot read single keys from the terminal (%v); decide with `%s`\n", err, w.reeve("permit"))
 		w.term = nil
 		return false
 	}
@@ -246,7 +253,7 @@ func (w *waits) key(ctx context.Context, k byte) {
 	case 'n', 'N', 'd', 'D':
 		decision = hookbridge.Deny
 	case 's', 'S', 0x1b:
-		fmt.Fprintf(w.env.Err, "skip\nreeve: request %s still waits: reeve permit allow %s  or  reeve permit deny %s\n", id, id, id)
+		fmt.Fprintf(w.env.Err, "skip\nreeve: request %s still waits: %s  or  %s\n", id, w.reeve("permit allow "+id), w.reeve("permit deny "+id))
 		w.asking = ""
 		w.next()
 		return
@@ -277,7 +284,7 @@ func (w *waits) answered(a answer) {
 		fmt.Fprintf(w.env.Err, "reeve: request %s was already decided elsewhere\n", a.id)
 	default:
 		delete(w.mine, a.id)
-		fmt.Fprintf(w.env.Err, "reeve: could not decide request %s: %v; use `reeve permit allow|deny %s`\n", a.id, a.err, a.id)
+		fmt.Fprintf(w.env.Err, "reeve: could not decide request %s: %v; use `%s`\n", a.id, a.err, w.reeve("permit allow|deny "+a.id))
 	}
 	w.next()
 }

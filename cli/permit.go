@@ -160,7 +160,9 @@ func runAgentMode(ctx context.Context, opts *agentModeOptions) error {
 			return ackExit(err)
 		}
 	}
+	stop := opts.env.waitingFor("reading the mode of session " + opts.sessionID)
 	m, err := c.Manifest(ctx, opts.sessionID)
+	stop()
 	if err != nil {
 		return apiExit(err)
 	}

@@ -50,7 +50,7 @@ func runSend(ctx context.Context, opts *sendOptions) error {
 	if err := p.Prompt(ctx, wire.PromptRequest{SessionID: opts.sessionID, Text: opts.prompt}); err != nil {
 		return ackExit(err)
 	}
-	fmt.Fprintf(opts.env.Err, "reeve: prompt sent to %s (follow it with `reeve attach %s`)\n", opts.sessionID, opts.sessionID)
+	fmt.Fprintf(opts.env.Err, "reeve: prompt sent to %s (follow it with `%s`)\n", opts.sessionID, opts.reeve("attach "+opts.sessionID))
 	return nil
 }
 
@@ -199,6 +199,7 @@ func (d *daemonCmd) followSession(ctx context.Context, c Daemon, sessionID strin
 		}
 	}
 	fo.running = func() bool { locked, err := d.home.Locked(); return err == nil && locked }
+	fo.reeve = d.reeve
 	end, err := follow(ctx, d.env, p, s, sessionID, fo)
 	if err != nil {
 		return end, timeoutExit(ctx, err, "session "+sessionID)
@@ -313,7 +314,7 @@ these fields (empty where they do not apply):
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.scope, "scope", wire.ScopeAll, "ALL, ACTIVE or DISCOVERED")
-	f.StringVar(&opts.directory, "directory", "", "only sessions in this registered directory (id)")
+	f.StringVar(&opts.directory, "directory", "", "only sessions in this registered directory (its id or path)")
 	f.StringVar(&opts.agent, "agent", "", "only sessions of this agent")
 	f.BoolVar(&opts.json, "json", false, "print as JSON")
 	f.StringVar(&opts.format, "format", "", "Go template for each session (fields: see --help)")
@@ -343,7 +344,25 @@ func runLs(ctx context.Context, opts *lsOptions) error {
 		return err
 	}
 	defer c.Close()
-	res, found, err := p.List(ctx, wire.ListRequest{Scope: scope, DirectoryID: opts.directory, Agent: opts.agent})
+	dirID := opts.directory
+	if dirID != "" {
+		// A directory is named as remove names it, by id or by path; one
+		// that is not registered is not found, rather than an empty list
+		// that looks like a directory without sessions.
+		dirs, err := c.ListDirectories(ctx)
+		if err != nil {
+			return apiExit(err)
+		}
+		d, ok := findDirectory(dirs, opts.directory)
+		if !ok {
+			return exitf(ExitNotFound, "%s is not a registered directory (see `reeve list`)", opts.directory)
+		}
+		dirID = d.ID
+	}
+	// Listing discovered sessions reads the agents' transcripts.
+	stop := opts.env.waitingFor("listing sessions")
+	res, found, err := p.List(ctx, wire.ListRequest{Scope: scope, DirectoryID: dirID, Agent: opts.agent})
+	stop()
 	if err != nil {
 		return ackExit(err)
 	}
@@ -456,7 +475,9 @@ func runManifest(ctx context.Context, opts *manifestOptions) error {
 		return err
 	}
 	defer c.Close()
+	stop := opts.env.waitingFor("reading the manifest of session " + opts.sessionID)
 	m, err := c.Manifest(ctx, opts.sessionID)
+	stop()
 	if err != nil {
 		return apiExit(err)
 	}

@@ -101,8 +101,9 @@ func TestLsOutput(t *testing.T) {
 		got = req
 		return wire.ListResult{Sessions: []wire.SessionInfo{reeveOne}, Discovered: 1}, []wire.DiscoveredInfo{discovery}, nil
 	}}
+	f.dirs = func() ([]wire.Directory, error) { return []wire.Directory{{ID: "D1", Path: "/src/app"}}, nil }
 	cmd, out, _ := testCmd(t, f)
-	if err := runLs(context.Background(), &lsOptions{daemonCmd: cmd, scope: "all", agent: "claude", directory: "D1"}); err != nil {
+	if err := runLs(context.Background(), &lsOptions{daemonCmd: cmd, scope: "all", agent: "claude", directory: "/src/app"}); err != nil {
 		t.Fatal(err)
 	}
 	if got.Scope != wire.ScopeAll || got.Agent != "claude" || got.DirectoryID != "D1" {
@@ -124,6 +125,13 @@ func TestLsOutput(t *testing.T) {
 	cmd, _, _ = testCmd(t, f)
 	if err := runLs(context.Background(), &lsOptions{daemonCmd: cmd, scope: "SOME"}); exitCode(err) != ExitUsage {
 		t.Fatalf("bad scope: %v", err)
+	}
+	// A directory that is not registered is not found, not an empty list.
+	lists := f.callsOf("list")
+	cmd, out, _ = testCmd(t, f)
+	err := runLs(context.Background(), &lsOptions{daemonCmd: cmd, scope: "ALL", directory: "/src/nowhere"})
+	if exitCode(err) != ExitNotFound || !strings.Contains(err.Error(), "/src/nowhere is not a registered directory") || out.String() != "" || f.callsOf("list") != lists {
+		t.Fatalf("unknown directory: %v, %q", err, out)
 	}
 }
 

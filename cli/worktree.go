@@ -87,7 +87,9 @@ func worktreeRequest[T any](ctx context.Context, opts *worktreeOptions, call fun
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, worktreeTimeout)
 	defer cancel()
+	stop := opts.env.waitingFor("waiting for git in the daemon")
 	out, err = call(ctx, p)
+	stop()
 	if err != nil {
 		return out, worktreeExit(err)
 	}
@@ -229,7 +231,7 @@ func runWorktreeRetry(ctx context.Context, opts *worktreeOptions) error {
 		return writeJSON(opts.env.Out, r)
 	}
 	fmt.Fprintln(opts.env.Out, r.Session.ID)
-	fmt.Fprintf(opts.env.Err, "reeve: session %s started on %s from %s (follow it with `reeve attach %s`)\n", r.Session.ID, r.Branch, shortSHA(r.From), r.Session.ID)
+	fmt.Fprintf(opts.env.Err, "reeve: session %s started on %s from %s (follow it with `%s`)\n", r.Session.ID, r.Branch, shortSHA(r.From), opts.reeve("attach "+r.Session.ID))
 	return nil
 }
 
