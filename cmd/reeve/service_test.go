@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"reeve.dev/reeve/internal/aptget"
 )
 
 // needTool finds a program of a Debian package, installing the package
@@ -21,7 +24,7 @@ func needTool(t *testing.T, prog, pkg string) string {
 	if p, err := exec.LookPath(prog); err == nil {
 		return p
 	}
-	aptInstall(t, pkg)
+	aptInstall(t, pkg, func() bool { _, err := exec.LookPath(prog); return err == nil })
 	if p, err := exec.LookPath(prog); err == nil {
 		return p
 	}
@@ -38,7 +41,7 @@ func needFile(t *testing.T, path, pkg string) {
 	if _, err := os.Stat(path); err == nil {
 		return
 	}
-	aptInstall(t, pkg)
+	aptInstall(t, pkg, func() bool { _, err := os.Stat(path); return err == nil })
 	if _, err := os.Stat(path); err == nil {
 		return
 	}
@@ -48,17 +51,14 @@ func needFile(t *testing.T, path, pkg string) {
 	t.Skipf("%s (Debian package %s) is not installed and cannot be installed here", path, pkg)
 }
 
-// aptInstall installs a Debian package when this process may.
-func aptInstall(t *testing.T, pkg string) {
+// aptInstall installs a Debian package when this process may; the
+// callers look for what it provides afterwards and decide what a miss means.
+func aptInstall(t *testing.T, pkg string, present func() bool) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "apt-get", "install", "-y", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=120", pkg)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Logf("apt-get install %s: %v\n%s", pkg, err, out)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := aptget.Install(ctx, present, pkg); err != nil && !errors.Is(err, aptget.ErrCannot) {
+		t.Logf("install %s: %v", pkg, err)
 	}
 }
 

@@ -9,9 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"reeve.dev/reeve/internal/aptget"
 )
 
 // PrivateDir is a 0700 temporary directory (an XDG_RUNTIME_DIR).
@@ -43,46 +44,13 @@ func SecretService(t *testing.T) (daemon, runSession string) {
 		}
 		t.Skipf("skipping the Secret Service test: "+format, args...)
 	}
-	if os.Geteuid() != 0 {
-		unavailable("gnome-keyring is not installed, and installing it needs root")
-	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		unavailable("gnome-keyring is not installed, and there is no apt-get")
-	}
-	// Other test packages may run apt-get at the same time (chromium).
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "reeve-apt.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		unavailable("lock: %v", err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		unavailable("lock: %v", err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if d, r := find(); d != "" && r != "" {
-		return d, r
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	// Another package may be installing with apt (chromium): wait for
-	// dpkg's lock rather than fail on it.
-	wait := []string{"-o", "DPkg::Lock::Timeout=600"}
-	for _, args := range [][]string{append(wait, "update"), append(wait, "install", "-y", "--no-install-recommends", "gnome-keyring", "dbus-daemon")} {
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			s := string(out)
-			if len(s) > 2000 {
-				s = s[len(s)-2000:]
-			}
-			unavailable("apt-get %s: %v\n%s", strings.Join(args, " "), err, s)
-		}
+	present := func() bool { d, r := find(); return d != "" && r != "" }
+	if err := aptget.Install(ctx, present, "gnome-keyring", "dbus-daemon"); err != nil {
+		unavailable("gnome-keyring: %v", err)
 	}
-	d, r := find()
-	if d == "" || r == "" {
-		unavailable("apt-get ran but gnome-keyring-daemon or dbus-run-session is not on PATH")
-	}
-	return d, r
+	return find()
 }
 
 // RunInSession runs the calling test binary's test named test inside a

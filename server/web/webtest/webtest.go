@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"reeve.dev/reeve/internal/aptget"
 )
 
 // Chromium returns the path of a Chromium from Debian's packages,
 // installing it when it is missing and this process may (root, apt-get).
-// Parallel test packages take a file lock so only one of them installs.
+// Parallel test packages install one at a time (internal/aptget).
 // Without it the test skips, unless REEVE_REQUIRE_AGENTS=1 makes that a
 // failure.
 func Chromium(t testing.TB) string {
@@ -44,37 +46,12 @@ func Chromium(t testing.TB) string {
 		t.Skipf("skipping the browser test: chromium is unavailable: "+format, args...)
 		return ""
 	}
-	if os.Geteuid() != 0 {
-		return unavailable("not installed, and installing it needs root (apt-get install -y chromium)")
-	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		return unavailable("not installed, and there is no apt-get")
-	}
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "reeve-chromium-install.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return unavailable("lock: %v", err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return unavailable("lock: %v", err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if p := find(); p != "" {
-		return p // another package installed it while we waited
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "chromium"}} {
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return unavailable("apt-get %s: %v\n%s", strings.Join(args, " "), err, tail(out))
-		}
+	if err := aptget.Install(ctx, func() bool { return find() != "" }, "chromium"); err != nil {
+		return unavailable("%v", err)
 	}
-	if p := find(); p != "" {
-		return p
-	}
-	return unavailable("apt-get installed chromium but it is not on PATH")
+	return find()
 }
 
 func tail(b []byte) string {
