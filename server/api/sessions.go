@@ -83,6 +83,32 @@ func accessOf(raw json.RawMessage) sessionAccess {
 	return a
 }
 
+// accessOfAttrs is accessOf for attributes already decoded into a map (a
+// number is a float64 there), so that a list does not decode a session's
+// attributes twice. TestAccessOfAttrsAgrees holds the two equal.
+func accessOfAttrs(m map[string]any) sessionAccess {
+	str := func(m map[string]any, k string) string { v, _ := m[k].(string); return v }
+	num := func(m map[string]any, k string) int64 { v, _ := m[k].(float64); return int64(v) }
+	a := sessionAccess{
+		OwnerUserID: num(m, "owner_user_id"), Visibility: str(m, "visibility_scope"),
+		Team: str(m, "primary_owning_team_id"), TeamGroupID: str(m, "owning_group_id"),
+	}
+	if acl, ok := m["acl"].(map[string]any); ok {
+		a.ACL = make(map[string]aclEntry, len(acl))
+		for k, v := range acl {
+			e, _ := v.(map[string]any)
+			a.ACL[k] = aclEntry{
+				ID: str(e, "id"), SubjectType: str(e, "subject_type"), SubjectID: num(e, "subject_id"),
+				GroupID: str(e, "group_id"), Role: str(e, "role"), GrantedBy: str(e, "granted_by"), GrantedAt: e["granted_at"],
+			}
+		}
+	}
+	if a.Visibility == "" {
+		a.Visibility = visWorkspace
+	}
+	return a
+}
+
 // sessionNeed is the least session role each session operation needs,
 // keyed by method and the path below {agentSession}. Every route under
 // /sessions/{agentSession} must be listed: the gate refuses unknown ones.
@@ -196,8 +222,16 @@ func (s *Server) sessionRole(c *call, rec store.Record, groups map[string]bool) 
 	if c.role == sdk.RoleOwner || c.role == sdk.RoleAdmin {
 		return sessOwner, nil
 	}
-	a := accessOf(rec.Attributes)
-	if a.OwnerUserID == c.p.UserID || (a.OwnerUserID == 0 && rec.CreatedBy == c.p.Actor()) {
+	return s.roleOf(c, accessOf(rec.Attributes), rec.CreatedBy, groups)
+}
+
+// roleOf is sessionRole for a session whose access is already decoded
+// (a is its access, createdBy its record's creator).
+func (s *Server) roleOf(c *call, a sessionAccess, createdBy string, groups map[string]bool) (string, error) {
+	if c.role == sdk.RoleOwner || c.role == sdk.RoleAdmin {
+		return sessOwner, nil
+	}
+	if a.OwnerUserID == c.p.UserID || (a.OwnerUserID == 0 && createdBy == c.p.Actor()) {
 		return sessOwner, nil
 	}
 	best := ""
@@ -451,16 +485,20 @@ func (s *Server) listAgentSessions(c *call) (int, any, error) {
 				break
 			}
 			after = r.Seq
-			role, err := s.sessionRole(c, r, groups)
+			// The attributes are decoded once, for the answer; the access
+			// is read from that decoding. (A member's sessions carry
+			// their ACL, and most of those read are visible: the access
+			// index chose them.)
+			sr, err := toSDK(r)
+			if err != nil {
+				return 0, nil, err
+			}
+			role, err := s.roleOf(c, accessOfAttrs(sr.Attributes), r.CreatedBy, groups)
 			if err != nil {
 				return 0, nil, err
 			}
 			if role == "" {
 				continue
-			}
-			sr, err := toSDK(r)
-			if err != nil {
-				return 0, nil, err
 			}
 			if (status == "" || attrs(sr, "status") == status) && (kind == "" || attrs(sr, "source_kind") == kind) && (source == "" || attrs(sr, "source") == source) {
 				out.Data = append(out.Data, sr)
