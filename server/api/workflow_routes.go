@@ -25,8 +25,8 @@ func tuneWorkflowRoutes(t []Route) {
 			r.SuccessSchema, r.Summary = "WorkflowRunCollectionResponse", "List the workspace's workflow runs in queue order"
 			r.Query = []Param{qStr("status", "only runs in this state"), qInt("after", "sequence cursor"), qInt("limit", "page size, at most 500")}
 		case key == "POST "+wr:
-			*r = r.body("WorkflowRunCreateRequest", true).success(201).resp("WorkflowRunResponse").errs(422).
-				summary("Create a workflow run: queued (or draft); blocked when the budget admits no run; 422 not_runnable with each preflight issue")
+			*r = r.body("WorkflowRunCreateRequest", true).success(201).resp("WorkflowRunResponse").errs(409, 422).
+				summary("Create a workflow run: queued (or draft); blocked when the budget admits no run; 422 not_runnable with each preflight issue; 409 when the workflow definition it names is deleted meanwhile")
 		case key == "GET "+item:
 			*r = r.resp("WorkflowRunResponse").errs(404).summary("One workflow run with its approval nodes")
 		case key == "PATCH "+item:

@@ -38,6 +38,10 @@ func workflowDefinitionRoutes() []Route {
 			summary("Add a version (validated like a new definition); the YAML of the latest version again answers 200 with that version"),
 		typed("GET", it+"/versions/{workflowVersion}", "getWorkflowDefinitionVersion", tag, 200, "WorkflowDefinitionVersionResponse").errs(404).
 			summary("One version with its YAML"),
+		// The same gate as creating one (any member): a definition is the
+		// workspace's shared recipe, and runs keep their own copy of its YAML.
+		typed("DELETE", it, "deleteWorkflowDefinition", tag, 200, "WorkflowDefinitionResponse").errs(404, 409).
+			summary("Delete a definition with all its versions, answering what was deleted; 409 while a run that has not finished (draft, queued, blocked, leased, running, waiting-approval) names it. Finished runs keep the YAML and digest they ran. Audited"),
 		// Beside the spec's POST (the decision): the node a worker raised,
 		// where an approver reads what they are asked before deciding.
 		typed("GET", "/api/workflow-runs/{workflowRun}/approvals/{nodeKey}", "getWorkflowRunApproval", "Workflow Runs", 200, "WorkflowApprovalResponse").errs(404).
@@ -52,6 +56,7 @@ func (s *Server) workflowDefinitionHandlers() map[string]handlerFunc {
 		"getWorkflowDefinition":           s.getDefinition,
 		"createWorkflowDefinitionVersion": s.addDefinitionVersion,
 		"getWorkflowDefinitionVersion":    s.getDefinitionVersion,
+		"deleteWorkflowDefinition":        s.deleteDefinition,
 		"getWorkflowRunApproval":          s.getRunApproval,
 	}
 }
@@ -292,6 +297,32 @@ func (s *Server) getDefinitionVersion(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	return 200, sdk.WorkflowDefinitionVersionResponse{Data: versionOut(v, true)}, nil
+}
+
+func (s *Server) deleteDefinition(c *call) (int, any, error) {
+	defs, err := c.defStore()
+	if err != nil {
+		return 0, nil, err
+	}
+	d, err := c.loadDefinition(defs)
+	if err != nil {
+		return 0, nil, err
+	}
+	latest, err := defs.LatestWorkflowDefinitionVersion(c.ctx(), c.ws.ID, d.ID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return 0, nil, err
+	}
+	audit := c.audit("workflow_definition.delete", "workflow-definitions/"+d.ID, map[string]any{"name": d.Name, "latest_version": d.LatestVersion, "digest": latest.Digest})
+	gone, err := defs.DeleteWorkflowDefinition(c.ctx(), c.ws.ID, d.ID, audit)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return 0, nil, notFound("no workflow definition %q", d.ID)
+	case errors.Is(err, store.ErrConflict):
+		return 0, nil, errorf(http.StatusConflict, sdk.CodeConflict, "%s; cancel them or let them finish first", strings.TrimPrefix(err.Error(), store.ErrConflict.Error()+": "))
+	case err != nil:
+		return 0, nil, err
+	}
+	return 200, sdk.WorkflowDefinitionResponse{Data: definitionOut(gone, latest, nil, false)}, nil
 }
 
 // resolveDefinition turns the run request's workflow_definition_id and

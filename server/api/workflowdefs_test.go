@@ -237,3 +237,61 @@ func TestReadApprovalNode(t *testing.T) {
 		t.Fatalf("%v", d)
 	}
 }
+
+// TestDeleteWorkflowDefinition: any member may delete a definition (the
+// gate of creating one), but not while a run that has not finished
+// names it (409 naming the run); the delete is audited, a stranger's is
+// 404 in their workspace and 403 in ours, and a finished run keeps its
+// YAML after the definition is gone.
+func TestDeleteWorkflowDefinition(t *testing.T) {
+	e := newWFEnv(t, servertest.Options{}, "linux")
+	ctx, ws := e.ctx, e.u.Workspace
+	member := e.s.AddMember(ws, "member@example.com", sdk.RoleMember)
+	base := "/api/resources/" + ws + "/workflow-definitions"
+	yaml := "name: nightly\nagent: shell\nprompt: nightly run\ntags: [linux]\n"
+	d, err := member.Client.CreateWorkflowDefinition(ctx, ws, sdk.WorkflowDefinitionCreateRequest{YAML: yaml})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := e.u.Client.CreateWorkflowRun(ctx, ws, sdk.WorkflowRunCreateRequest{DefinitionID: d.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := e.s.NewUser("b@example.com")
+	expect(t, do(t, e.s, "DELETE", base+"/"+d.ID, b.Token, nil), 403, "stranger on our path")
+	expect(t, do(t, e.s, "DELETE", "/api/resources/"+b.Workspace+"/workflow-definitions/"+d.ID, b.Token, nil), 404, "stranger in their own workspace")
+	expect(t, do(t, e.s, "DELETE", base+"/"+d.ID, e.ex.Credential, nil), 403, "runner credential")
+	expect(t, do(t, e.s, "DELETE", base+"/01ARZ3NDEKTSV4RRFFQ69G5FAV", member.Token, nil), 404, "unknown definition")
+	busy := expect(t, do(t, e.s, "DELETE", base+"/"+d.ID, member.Token, nil), 409, "a queued run names it")
+	if busy.errCode() != sdk.CodeConflict || !strings.Contains(string(busy.Body), run.ID) {
+		t.Fatalf("409 body: %s", busy.Body)
+	}
+	if _, err := e.u.Client.GetWorkflowDefinition(ctx, ws, d.ID); err != nil {
+		t.Fatalf("a refused delete removed the definition: %v", err)
+	}
+	// The run finishes; then the delete goes through, on the alias too.
+	l := e.claim(t, e.runner, 5)
+	if _, err := e.runner.CompleteLease(ctx, l.ID, sdk.LeaseCompleteRequest{Fence: l.Fence, Status: sdk.RunSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	gone := expect(t, do(t, e.s, "DELETE", "/api/workspaces/"+ws+"/workflow-definitions/"+d.ID, member.Token, nil), 200, "delete")
+	if g := dataOf(gone); g["id"] != d.ID || g["name"] != "nightly" || g["digest"] != digestOf(yaml) {
+		t.Fatalf("deleted: %s", gone.Body)
+	}
+	expect(t, do(t, e.s, "GET", base+"/"+d.ID, member.Token, nil), 404, "read after delete")
+	expect(t, do(t, e.s, "GET", base+"/"+d.ID+"/versions/"+d.LatestVersionID, member.Token, nil), 404, "version after delete")
+	expect(t, do(t, e.s, "DELETE", base+"/"+d.ID, member.Token, nil), 404, "delete twice")
+	if got, err := e.u.Client.GetWorkflowRun(ctx, ws, run.ID); err != nil || got.Definition != yaml || got.Digest != digestOf(yaml) {
+		t.Fatalf("the finished run lost its YAML: %+v %v", got, err)
+	}
+	// A new run naming it is refused like any unknown definition.
+	expect(t, do(t, e.s, "POST", "/api/workflow-runs", e.u.Token, `{"workflow_definition_id":"`+d.ID+`"}`), 422, "run a deleted definition")
+	audit := expect(t, do(t, e.s, "GET", "/api/workspaces/"+ws+"/audit?limit=500", e.u.Token, nil), 200, "audit")
+	if !strings.Contains(string(audit.Body), `"workflow_definition.delete"`) || !strings.Contains(string(audit.Body), "workflow-definitions/"+d.ID) {
+		t.Fatalf("the delete is not audited: %s", audit.Body)
+	}
+	// The name is free again.
+	if _, err := member.Client.CreateWorkflowDefinition(ctx, ws, sdk.WorkflowDefinitionCreateRequest{YAML: yaml}); err != nil {
+		t.Fatalf("create the name again: %v", err)
+	}
+}

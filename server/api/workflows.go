@@ -480,7 +480,11 @@ func (s *Server) newRunAs(c *call, actor string, req sdk.WorkflowRunCreateReques
 	wf, _ := c.wfStore()
 	audit := c.audit("workflow_run.create", "workflow-runs/"+r.ID, map[string]any{"status": status, "rerun_of": rerunOf})
 	audit.Actor = actor
-	if err := wf.CreateRun(c.ctx(), &r, events, audit); err != nil {
+	if err := wf.CreateRun(c.ctx(), &r, events, audit); errors.Is(err, store.ErrNotFound) {
+		// The definition resolved above was deleted before the run was
+		// written (the store checks it in the run's transaction).
+		return 0, nil, errorf(http.StatusConflict, sdk.CodeConflict, "workflow definition %s was deleted while this run was being created", q.DefinitionID)
+	} else if err != nil {
 		return 0, nil, err
 	}
 	if status == sdk.RunQueued {

@@ -98,6 +98,15 @@ func (c *Client) GetWorkflowDefinition(ctx context.Context, workspaceID, id stri
 	return r.Data, err
 }
 
+// DeleteWorkflowDefinition deletes a definition with its versions and
+// returns what was deleted; a 409 APIError while an unfinished run names
+// it.
+func (c *Client) DeleteWorkflowDefinition(ctx context.Context, workspaceID, id string) (WorkflowDefinition, error) {
+	var r WorkflowDefinitionResponse
+	_, err := c.Do(ctx, http.MethodDelete, definitionsPath(workspaceID, "/"+url.PathEscape(id)), nil, &r)
+	return r.Data, err
+}
+
 // AddWorkflowDefinitionVersion adds a version; created is false when the
 // YAML is the latest version's (that version is returned).
 func (c *Client) AddWorkflowDefinitionVersion(ctx context.Context, workspaceID, id, yaml string) (v WorkflowDefinitionVersion, created bool, err error) {

@@ -47,4 +47,10 @@ type WorkflowDefinitions interface {
 	WorkflowDefinitionVersion(ctx context.Context, workspaceID, id string) (WorkflowDefinitionVersion, error)
 	// LatestWorkflowDefinitionVersion reads a definition's newest version.
 	LatestWorkflowDefinitionVersion(ctx context.Context, workspaceID, definitionID string) (WorkflowDefinitionVersion, error)
+	// DeleteWorkflowDefinition removes a definition with all its versions
+	// and returns what it removed. ErrNotFound when the workspace has no
+	// such definition; ErrConflict, naming them, while runs that have not
+	// finished (any status but succeeded, failed or cancelled) name it.
+	// Finished runs keep their copy of the YAML and its digest.
+	DeleteWorkflowDefinition(ctx context.Context, workspaceID, id string, audit AuditEntry) (WorkflowDefinition, error)
 }

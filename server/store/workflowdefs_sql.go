@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 )
 
 var _ WorkflowDefinitions = (*DB)(nil)
@@ -122,4 +125,93 @@ func (s *DB) LatestWorkflowDefinitionVersion(ctx context.Context, workspaceID, d
 		FROM workflow_definition_versions v JOIN workflow_definitions d ON d.id = v.definition_id AND d.latest_version = v.version
 		WHERE d.workspace_id = ? AND d.id = ?`, workspaceID, definitionID))
 	return v, notFound(err)
+}
+
+// finishedRunStatuses end a run for good; a run in any other status may
+// still be run, so the definition it names must stay.
+const finishedRunStatuses = `'succeeded', 'failed', 'cancelled'`
+
+func (s *DB) DeleteWorkflowDefinition(ctx context.Context, workspaceID, id string, audit AuditEntry) (WorkflowDefinition, error) {
+	var out WorkflowDefinition
+	err := s.execLocked(ctx, func(tx *Tx) error {
+		// The row lock orders this against CreateRun, which holds the same
+		// row (FOR SHARE) while it writes a run naming the definition: a
+		// run is either written first and seen below, or refused after.
+		d, err := scanDefinition(tx.QueryRow(`SELECT `+defCols+` FROM workflow_definitions WHERE workspace_id = ? AND id = ?`+s.forUpdate(), workspaceID, id))
+		if err != nil {
+			return notFound(err)
+		}
+		// The definition is named inside the run's spec JSON; the LIKE
+		// narrows the rows and the decode decides (an id elsewhere in a
+		// prompt does not hold the definition).
+		rows, err := tx.Query(`SELECT id, spec FROM workflow_runs WHERE workspace_id = ? AND status NOT IN (`+finishedRunStatuses+`) AND spec LIKE ? ORDER BY seq`,
+			workspaceID, "%"+d.ID+"%")
+		if err != nil {
+			return fmt.Errorf("find the runs of workflow definition %s: %w", d.ID, err)
+		}
+		var holding []string
+		for rows.Next() {
+			var runID, spec string
+			if err := rows.Scan(&runID, &spec); err != nil {
+				rows.Close()
+				return fmt.Errorf("find the runs of workflow definition %s: %w", d.ID, err)
+			}
+			if specDefinition(spec) == d.ID {
+				holding = append(holding, runID)
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("find the runs of workflow definition %s: %w", d.ID, err)
+		}
+		if len(holding) > 0 {
+			more := ""
+			if len(holding) > 5 {
+				holding, more = holding[:5], fmt.Sprintf(" and %d more", len(holding)-5)
+			}
+			return fmt.Errorf("%w: workflow definition %s is named by runs that have not finished: %s%s", ErrConflict, d.ID, strings.Join(holding, ", "), more)
+		}
+		if _, err := tx.Exec(`DELETE FROM workflow_definition_versions WHERE workspace_id = ? AND definition_id = ?`, workspaceID, d.ID); err != nil {
+			return fmt.Errorf("delete the versions of workflow definition %s: %w", d.ID, err)
+		}
+		if _, err := tx.Exec(`DELETE FROM workflow_definitions WHERE workspace_id = ? AND id = ?`, workspaceID, d.ID); err != nil {
+			return fmt.Errorf("delete workflow definition %s: %w", d.ID, err)
+		}
+		out = d
+		return insertAudit(tx, audit)
+	})
+	return out, err
+}
+
+// specDefinition is the workflow definition a run's spec names, if any.
+func specDefinition(spec string) string {
+	var sp struct {
+		DefinitionID string `json:"workflow_definition_id"`
+	}
+	_ = json.Unmarshal([]byte(spec), &sp)
+	return sp.DefinitionID
+}
+
+// holdDefinition keeps the definition a new run names from being deleted
+// until the run is written (FOR SHARE on PostgreSQL; SQLite has one
+// writer). ErrNotFound when it is gone.
+func (s *DB) holdDefinition(tx *Tx, workspaceID, spec string) error {
+	id := specDefinition(spec)
+	if id == "" {
+		return nil
+	}
+	lock := ""
+	if s.engine == EnginePostgres {
+		lock = " FOR SHARE"
+	}
+	var got string
+	if err := tx.QueryRow(`SELECT id FROM workflow_definitions WHERE workspace_id = ? AND id = ?`+lock, workspaceID, id).Scan(&got); err != nil {
+		if err := notFound(err); errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("workflow definition %s no longer exists: %w", id, ErrNotFound)
+		}
+		return fmt.Errorf("read workflow definition %s: %w", id, err)
+	}
+	return nil
 }

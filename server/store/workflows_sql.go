@@ -263,6 +263,9 @@ func insertRunEvents(tx *Tx, r WorkflowRun, events []RunEvent) error {
 
 func (s *DB) CreateRun(ctx context.Context, r *WorkflowRun, events []RunEvent, audit AuditEntry) error {
 	return s.execSimple(ctx, func(tx *Tx) error {
+		if err := s.holdDefinition(tx, r.WorkspaceID, string(r.Spec)); err != nil {
+			return err
+		}
 		err := tx.QueryRow(`INSERT INTO workflow_runs (`+runCols[len("seq, "):]+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING seq`, runValues(r)...).Scan(&r.Seq)
 		if isUniqueViolation(err) {
 			return fmt.Errorf("workflow run %s exists: %w", r.ID, ErrConflict)
