@@ -131,11 +131,12 @@ type Workflows interface {
 	// Executors lists a workspace's live executors in creation order.
 	Executors(ctx context.Context, workspaceID string) ([]ManagedExecutor, error)
 	// UpdateExecutor applies fn to a live executor (tags, a new token hash,
-	// deletion) in one transaction.
+	// deletion) in one transaction; deletion also deletes its pools.
 	UpdateExecutor(ctx context.Context, workspaceID, id string, fn func(*ManagedExecutor) error, audit AuditEntry) (ManagedExecutor, error)
 	// TouchExecutor records that a worker of the executor was seen at now,
 	// serving the runner pools named (claiming for one, or holding a lease
-	// of one; "" is the default pool).
+	// of one; "" is the default pool), and forgets the pools it has not
+	// served for poolForgetAfter. A deleted executor records none.
 	TouchExecutor(ctx context.Context, id string, now time.Time, pools ...string) error
 	// PoolSeen is when each executor of the workspace was last seen
 	// serving pool, by executor id; executors never seen there are absent.

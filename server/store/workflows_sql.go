@@ -137,6 +137,11 @@ func (s *DB) UpdateExecutor(ctx context.Context, workspaceID, id string, fn func
 		}
 		if e.DeletedAt != nil {
 			e.TokenHash = ""
+			// A deleted executor serves no pool: its rows would otherwise
+			// stay for good (the executor's row stays, runs name it).
+			if _, err := tx.Exec(`DELETE FROM executor_pools WHERE executor_id = ?`, e.ID); err != nil {
+				return fmt.Errorf("delete the pools of managed executor %s: %w", e.ID, err)
+			}
 		}
 		_, err = tx.Exec(`UPDATE managed_executors SET name = ?, tags = ?, agents = ?, token_hash = ?, token_prefix = ?, rotated_at = ?, last_seen_at = ?, deleted_at = ? WHERE id = ?`,
 			e.Name, jsonList(e.Tags), jsonList(e.Agents), strOrNil(e.TokenHash), e.TokenPrefix, tsOrNil(e.RotatedAt), tsOrNil(e.LastSeenAt), tsOrNil(e.DeletedAt), e.ID)
@@ -152,20 +157,61 @@ func (s *DB) UpdateExecutor(ctx context.Context, workspaceID, id string, fn func
 	return out, err
 }
 
+// poolForgetAfter is how long an executor's workers may go without
+// claiming for a pool before TouchExecutor forgets that they serve it
+// (preflight only asks about the last few minutes).
+const poolForgetAfter = 7 * 24 * time.Hour
+
 func (s *DB) TouchExecutor(ctx context.Context, id string, now time.Time, pools ...string) error {
 	return s.execSimple(ctx, func(tx *Tx) error {
 		if _, err := tx.Exec(`UPDATE managed_executors SET last_seen_at = ? WHERE id = ?`, ts(now), id); err != nil {
 			return err
 		}
+		// Only a live executor records pools: a touch that raced the
+		// executor's delete must not bring its rows back.
 		for _, pool := range pools {
 			if _, err := tx.Exec(`INSERT INTO executor_pools (executor_id, workspace_id, pool, last_seen_at)
-				SELECT id, workspace_id, ?, ? FROM managed_executors WHERE id = ?
+				SELECT id, workspace_id, ?, ? FROM managed_executors WHERE id = ? AND deleted_at IS NULL
 				ON CONFLICT (executor_id, pool) DO UPDATE SET last_seen_at = excluded.last_seen_at`, pool, ts(now), id); err != nil {
 				return err
 			}
 		}
-		return nil
+		return forgetStalePools(tx, id, now)
 	})
+}
+
+// forgetStalePools deletes the executor's pools its workers stopped
+// claiming for poolForgetAfter ago (a worker moved to another pool, a
+// pool scaled away). The times are compared parsed: RFC 3339 text with
+// trimmed fractions does not sort as the times do.
+func forgetStalePools(tx *Tx, id string, now time.Time) error {
+	rows, err := tx.Query(`SELECT pool, last_seen_at FROM executor_pools WHERE executor_id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("read the pools of managed executor %s: %w", id, err)
+	}
+	var stale []string
+	for rows.Next() {
+		var pool, at string
+		if err := rows.Scan(&pool, &at); err != nil {
+			rows.Close()
+			return fmt.Errorf("read the pools of managed executor %s: %w", id, err)
+		}
+		if parseTS(at).Before(now.Add(-poolForgetAfter)) {
+			stale = append(stale, pool)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the pools of managed executor %s: %w", id, err)
+	}
+	for _, pool := range stale {
+		if _, err := tx.Exec(`DELETE FROM executor_pools WHERE executor_id = ? AND pool = ?`, id, pool); err != nil {
+			return fmt.Errorf("forget pool %q of managed executor %s: %w", pool, id, err)
+		}
+	}
+	return nil
 }
 
 func (s *DB) PoolSeen(ctx context.Context, workspaceID, pool string) (map[string]time.Time, error) {

@@ -381,3 +381,118 @@ func testWorkflowClaimRace(t *testing.T, e engine) {
 		holders[r.ExecutorID] = true
 	}
 }
+
+// TestExecutorPoolsPruned: executor_pools keeps only pools a live
+// executor's workers served lately. Deleting the executor deletes its
+// pools, a touch racing the delete brings none back, a pool not served
+// for poolForgetAfter is forgotten at the executor's next touch, and
+// migration 0016 clears the rows earlier deletes left behind.
+func TestExecutorPoolsPruned(t *testing.T) { eachEngine(t, testExecutorPoolsPruned) }
+
+func testExecutorPoolsPruned(t *testing.T, e engine) {
+	s := e.open(t)
+	f := newWFFix(t, s)
+	rows := func(id string) map[string]bool {
+		t.Helper()
+		out := map[string]bool{}
+		err := s.execSimple(f.ctx, func(tx *Tx) error {
+			rs, err := tx.Query(`SELECT pool FROM executor_pools WHERE executor_id = ?`, id)
+			if err != nil {
+				return err
+			}
+			defer rs.Close()
+			for rs.Next() {
+				var p string
+				if err := rs.Scan(&p); err != nil {
+					return err
+				}
+				out[p] = true
+			}
+			return rs.Err()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	executor := func(name string) ManagedExecutor {
+		t.Helper()
+		ex := ManagedExecutor{ID: newID(), WorkspaceID: f.ws, Name: name, Tags: []string{}, Agents: []string{"shell"}, TokenHash: newID(), CreatedBy: "user:1", CreatedAt: f.now}
+		if err := s.CreateExecutor(f.ctx, ex, AuditEntry{}); err != nil {
+			t.Fatal(err)
+		}
+		return ex
+	}
+	touch := func(id string, at time.Time, pools ...string) {
+		t.Helper()
+		if err := s.TouchExecutor(f.ctx, id, at, pools...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := executor("a"), executor("b")
+	touch(a.ID, f.now, "", "gpu")
+	touch(b.ID, f.now, "gpu")
+	// A week later a's workers claim only for "arm": "gpu" and the
+	// default pool are forgotten; a pool touched within the week stays.
+	touch(a.ID, f.now.Add(3*24*time.Hour), "")
+	touch(a.ID, f.now.Add(poolForgetAfter+time.Hour), "arm")
+	if got := rows(a.ID); len(got) != 2 || !got["arm"] || !got[""] {
+		t.Fatalf("a's pools after a week: %v", got)
+	}
+	touch(a.ID, f.now.Add(3*24*time.Hour+poolForgetAfter+time.Minute), "arm")
+	if got := rows(a.ID); len(got) != 1 || !got["arm"] {
+		t.Fatalf("a's pools after the default pool's week: %v", got)
+	}
+	if seen, err := s.PoolSeen(f.ctx, f.ws, "gpu"); err != nil || len(seen) != 1 || seen[b.ID].IsZero() {
+		t.Fatalf("b's gpu pool went with a's: %v %v", seen, err)
+	}
+	// Deleting a deletes its pools; a late touch brings none back.
+	if _, err := s.UpdateExecutor(f.ctx, f.ws, a.ID, func(m *ManagedExecutor) error { d := f.now; m.DeletedAt = &d; return nil }, AuditEntry{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(a.ID); len(got) != 0 {
+		t.Fatalf("a deleted executor's pools: %v", got)
+	}
+	touch(a.ID, f.now.Add(poolForgetAfter+2*time.Hour), "arm", "")
+	if got := rows(a.ID); len(got) != 0 {
+		t.Fatalf("a touch after the delete wrote pools: %v", got)
+	}
+	if got := rows(b.ID); len(got) != 1 || !got["gpu"] {
+		t.Fatalf("b's pools after a's delete: %v", got)
+	}
+	// Rows an earlier delete left (and rows of no executor at all) are
+	// cleared by migration 0016; live executors' rows stay.
+	orphan := newID()
+	if err := s.execSimple(f.ctx, func(tx *Tx) error {
+		for _, id := range []string{a.ID, orphan} {
+			if _, err := tx.Exec(`INSERT INTO executor_pools (executor_id, workspace_id, pool, last_seen_at) VALUES (?, ?, 'gpu', ?)`, id, f.ws, ts(f.now)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := migrationsFor(e.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prune string
+	for _, m := range ms {
+		if m.Name == "0016_executor_pools_prune.sql" {
+			prune = m.Body
+		}
+	}
+	if prune == "" {
+		t.Fatalf("no migration 0016_executor_pools_prune.sql for %s", e.name)
+	}
+	if err := s.execSimple(f.ctx, func(tx *Tx) error { _, err := tx.Exec(prune); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows(a.ID)) != 0 || len(rows(orphan)) != 0 {
+		t.Fatalf("the migration left rows: deleted %v, orphan %v", rows(a.ID), rows(orphan))
+	}
+	if got := rows(b.ID); len(got) != 1 || !got["gpu"] {
+		t.Fatalf("the migration took a live executor's pools: %v", got)
+	}
+}
