@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -207,5 +208,34 @@ func TestRestartRefusesBadListen(t *testing.T) {
 	}
 	if _, err := os.Stat(cmd.home.SupervisorPIDFile()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A restart that finds its port taken says how to pick another in the
+// terms of the command that restarted: restart's own --listen, or, for
+// update --yes, which has none, `reeve restart --listen` (with the home
+// that --home chose).
+func TestRestartPortInUseHint(t *testing.T) {
+	// The supervisor reports the port taken, as the real one does.
+	script := filepath.Join(t.TempDir(), "reeve")
+	os.WriteFile(script, []byte("#!/bin/sh\necho '{\"ready\":false,\"fatal\":true,\"reason\":\"address_in_use\",\"error\":\"listen tcp 127.0.0.1:7070: bind: address already in use\"}' >&3\n"), 0o755)
+	for _, c := range []struct {
+		name string
+		opts func(daemonCmd) *restartOptions
+		want string
+	}{
+		{"restart", func(d daemonCmd) *restartOptions { return &restartOptions{daemonCmd: d, timeout: 5} }, "pass --listen with another port"},
+		{"update --yes", func(d daemonCmd) *restartOptions { return (&updateOptions{daemonCmd: d}).restartOptions() }, "`reeve --home HOME restart --listen ADDR`"},
+	} {
+		cmd, _, _ := testCmd(t, &fakeDaemon{})
+		cmd.homeFlag = string(cmd.home)
+		cmd.env.Executable = func() (string, error) { return script, nil }
+		cmd.home.Prepare()
+		cmd.home.WriteLaunch(home.Launch{Home: string(cmd.home), Listen: "127.0.0.1:7070", Profile: "local"})
+		err := runRestart(context.Background(), c.opts(cmd))
+		want := strings.ReplaceAll(c.want, "HOME", string(cmd.home))
+		if exitCode(err) != ExitConflict || !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: exit %d: %v (want it to say %s)", c.name, exitCode(err), err, want)
+		}
 	}
 }

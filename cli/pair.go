@@ -312,7 +312,7 @@ func (o *pairOptions) restartIfRunning(ctx context.Context, relay bool) (bool, e
 	if _, err := stopDaemon(ctx, o.env, dir, false, 15*time.Second); err != nil && exitCode(err) != ExitNotRunning {
 		return false, err
 	}
-	if err := startDaemon(ctx, o.env, launch, false, "the credentials are saved: start the daemon on a free port with `reeve restart --listen ADDR`"); err != nil {
+	if err := startDaemon(ctx, o.env, launch, false, "the credentials are saved: start the daemon on a free port with `"+o.reeve("restart --listen ADDR")+"`"); err != nil {
 		return false, err
 	}
 	return true, nil

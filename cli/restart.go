@@ -16,6 +16,10 @@ type restartOptions struct {
 	timeout    int
 	foreground bool
 	listen     string
+	// inUse is how to pick another port when the saved one is taken, in
+	// the terms of the command that restarts; "" is restart's own
+	// --listen (update --yes restarts too, and has no --listen).
+	inUse string
 }
 
 func newRestartCmd(env *Env) *cobra.Command {
@@ -63,5 +67,9 @@ func runRestart(ctx context.Context, opts *restartOptions) error {
 	if _, err := stopDaemon(ctx, opts.env, opts.home, false, time.Duration(opts.timeout)*time.Second); err != nil && exitCode(err) != ExitNotRunning {
 		return err
 	}
-	return startDaemon(ctx, opts.env, launch, opts.foreground, "pass --listen with another port (it is saved for later restarts)")
+	inUse := opts.inUse
+	if inUse == "" {
+		inUse = "pass --listen with another port (it is saved for later restarts)"
+	}
+	return startDaemon(ctx, opts.env, launch, opts.foreground, inUse)
 }

@@ -182,11 +182,18 @@ func (o *updateOptions) restartAll(ctx context.Context, exe string) (service, da
 		fmt.Fprintln(o.env.Err, "reeve: no daemon is running; the next start runs the new version")
 		return false, false
 	}
-	if err := runRestart(ctx, &restartOptions{daemonCmd: o.daemonCmd, timeout: 15}); err != nil {
+	if err := runRestart(ctx, o.restartOptions()); err != nil {
 		fmt.Fprintf(o.env.Err, "reeve: the daemon was not restarted: %v\n", err)
 		return false, false
 	}
 	return false, true
+}
+
+// restartOptions are those of the restart update --yes does, whose
+// port-in-use hint names the command that has a --listen.
+func (o *updateOptions) restartOptions() *restartOptions {
+	return &restartOptions{daemonCmd: o.daemonCmd, timeout: 15,
+		inUse: "the new version is installed: start the daemon on a free port with `" + o.reeve("restart --listen ADDR") + "`"}
 }
 
 func updateExit(err error) error {
