@@ -21,7 +21,16 @@ import (
 
 type insightView struct {
 	sdk.Insight
-	Detail string // indented JSON, for people
+	Detail   string // indented JSON, for people
+	Evidence []evidenceView
+}
+
+// evidenceView is an evidence link as the page shows it: a machine by its
+// name, linked to its page, and a session the person may view by its
+// title, linked to its live page; anything else by kind and id.
+type evidenceView struct {
+	sdk.EvidenceLink
+	Label, Href string
 }
 
 type insightsPage struct {
@@ -68,8 +77,13 @@ func (h *Handler) renderInsights(w http.ResponseWriter, r *http.Request, s strin
 	if _, err := c.Do(r.Context(), http.MethodGet, base+"/insights?"+list.Encode(), nil, &ins); err != nil {
 		p.Error = joinErr(p.Error, "The insights could not be listed: "+apiMessage(err))
 	}
+	label := h.evidenceLabeler(r, c, p.Workspace.ID, ins.Data)
 	for _, i := range ins.Data {
-		p.Insights = append(p.Insights, insightView{Insight: i, Detail: indentJSON(i.Detail)})
+		v := insightView{Insight: i, Detail: indentJSON(i.Detail)}
+		for _, l := range i.Evidence {
+			v.Evidence = append(v.Evidence, label(l))
+		}
+		p.Insights = append(p.Insights, v)
 	}
 	p.NextAfter = ins.Meta.NextAfter
 	var sum sdk.InsightSummaryResponse
@@ -152,6 +166,55 @@ func (h *Handler) insightsAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.renderInsights(w, r, s, p, http.StatusOK)
+}
+
+// evidenceLabeler names the machines and sessions the insights point at,
+// reading the installs and sessions lists once each (as the person: a
+// session they may not view stays a bare id), and only when some
+// evidence names one.
+func (h *Handler) evidenceLabeler(r *http.Request, c *sdk.Client, ws string, list []sdk.Insight) func(sdk.EvidenceLink) evidenceView {
+	kinds := map[string]bool{}
+	for _, i := range list {
+		for _, l := range i.Evidence {
+			kinds[l.Kind] = true
+		}
+	}
+	machines := map[string]string{}
+	if kinds["install"] {
+		if ins, err := c.ListInstalls(r.Context(), ws); err == nil {
+			for _, in := range ins {
+				machines[in.ID] = in.Name
+			}
+		}
+	}
+	type sess struct{ title, href string }
+	sessions := map[string]sess{}
+	if kinds["session"] {
+		if recs, err := c.ListRecords(r.Context(), "/api/resources/"+url.PathEscape(ws)+"/sessions?limit=500"); err == nil {
+			for _, rec := range recs {
+				a := rec.Attributes
+				v := sess{title: str(a, "title")}
+				if in, sid := str(a, "install_id"), str(a, "daemon_session_id"); in != "" && sid != "" {
+					v.href = "/w/" + url.PathEscape(ws) + "/m/" + url.PathEscape(in) + "/s/" + url.PathEscape(sid)
+				}
+				sessions[rec.ID] = v
+			}
+		}
+	}
+	return func(l sdk.EvidenceLink) evidenceView {
+		v := evidenceView{EvidenceLink: l}
+		switch l.Kind {
+		case "install":
+			if name, ok := machines[l.ID]; ok {
+				v.Label, v.Href = name, "/w/"+url.PathEscape(ws)+"/m/"+url.PathEscape(l.ID)
+			}
+		case "session":
+			if ss, ok := sessions[l.ID]; ok {
+				v.Label, v.Href = ss.title, ss.href
+			}
+		}
+		return v
+	}
 }
 
 func joinErr(have, more string) string {

@@ -96,6 +96,13 @@ func TestInsightsPageInChromium(t *testing.T) {
 	if c := text(t, ctx, stale); !strings.Contains(c, "old-box") || !strings.Contains(c, "open") {
 		t.Fatalf("stale install card: %q", c)
 	}
+	// Evidence names the machines and the session, linked to their pages.
+	if h := attr(t, ctx, stale+` .ev-install a`, "href"); !strings.HasPrefix(h, "/w/"+owner.Workspace+"/m/") || text(t, ctx, stale+` .ev-install a`) != "old-box" {
+		t.Fatalf("stale machine link %q %q", h, text(t, ctx, stale+` .ev-install a`))
+	}
+	if h := attr(t, ctx, unguarded+` .ev-session a`, "href"); !strings.HasSuffix(h, "/s/s-bypass") || text(t, ctx, unguarded+` .ev-install a`) != "laptop" {
+		t.Fatalf("unguarded session link %q, machine %q", h, text(t, ctx, unguarded+` .ev-install a`))
+	}
 	if c := text(t, ctx, "#summary"); !strings.Contains(c, "2 insights") || !strings.Contains(c, "2 open") {
 		t.Fatalf("summary: %q", c)
 	}
@@ -144,7 +151,9 @@ func TestInsightsPageInChromium(t *testing.T) {
 	steps(t, ctx, "filter to dismissed",
 		chromedp.SetValue(css("#filter-status"), "dismissed"),
 		chromedp.Click(css("#filter button")),
-		chromedp.WaitVisible(css(`#filter-status`)),
+		// The converted insight is not dismissed: gone once the filtered
+		// page is in.
+		chromedp.WaitNotPresent(css(stale)),
 	)
 	if n := read(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#insights .insight").length`)); n != 1 || !strings.Contains(location(t, ctx), "status=dismissed") {
 		t.Fatalf("filtered list: %d insights at %s", n, location(t, ctx))
