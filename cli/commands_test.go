@@ -428,3 +428,52 @@ func TestHintsNameTheHomeFlag(t *testing.T) {
 		t.Errorf("send with REEVE_HOME said:\n%s", e)
 	}
 }
+
+// run without --wait or --attach prints the new session's id, or with
+// --json the session; a --timeout without a wait is refused before
+// anything is launched.
+func TestRunOutput(t *testing.T) {
+	dir := t.TempDir()
+	var launched wire.LaunchRequest
+	f := &fakeDaemon{
+		addDir: func(path string) (wire.AddDirectoryResponse, error) {
+			return wire.AddDirectoryResponse{Directory: wire.Directory{ID: "D1", Path: path}}, nil
+		},
+		launch: func(req wire.LaunchRequest) (wire.SessionInfo, error) {
+			launched = req
+			si := reeveOne
+			si.Agent = req.Agent
+			return si, nil
+		},
+	}
+	start := func() (daemonCmd, *syncBuffer, *syncBuffer) {
+		cmd, out, errb := testCmd(t, f)
+		fakeSupervisor(t, cmd.home) // a daemon runs: run starts none
+		return cmd, out, errb
+	}
+	cmd, out, errb := start()
+	if err := runRun(context.Background(), &runOptions{daemonCmd: cmd, dir: dir, prompt: "fix it", agent: "shell", mode: "bypass"}); err != nil {
+		t.Fatal(err)
+	}
+	if launched.Directory != "D1" || launched.Prompt != "fix it" || launched.Agent != "shell" || launched.Mode != "bypass" {
+		t.Errorf("launched %+v", launched)
+	}
+	if out.String() != "01REEVE\n" || !strings.Contains(errb.String(), "reeve: session 01REEVE started: agent shell in "+reeveOne.Workdir) {
+		t.Fatalf("run: %q %q", out, errb)
+	}
+	cmd, out, _ = start()
+	if err := runRun(context.Background(), &runOptions{daemonCmd: cmd, dir: dir, prompt: "fix it", json: true}); err != nil {
+		t.Fatal(err)
+	}
+	var si wire.SessionInfo
+	if err := json.Unmarshal([]byte(out.String()), &si); err != nil || si.ID != "01REEVE" || si.Directory != "/src/app" {
+		t.Fatalf("run --json: %v %s", err, out)
+	}
+	launches := launched
+	launched = wire.LaunchRequest{}
+	cmd, out, _ = start()
+	err := runRun(context.Background(), &runOptions{daemonCmd: cmd, dir: dir, prompt: "fix it", timeout: 5})
+	if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "--timeout bounds a wait: add --wait or --attach") || launched.Prompt != "" || out.String() != "" {
+		t.Fatalf("--timeout without a wait: %v (launched %+v after %+v)", err, launched, launches)
+	}
+}

@@ -81,7 +81,7 @@ one key (y allows, n denies, s leaves it for later), unless --no-input.`,
 	f.BoolVar(&opts.wait, "wait", false, "wait until the session ends")
 	f.BoolVar(&opts.attach, "attach", false, "stream the session's events until it ends")
 	f.BoolVar(&opts.noInput, "no-input", false, "with --attach on a terminal: do not offer to decide permission requests with a key")
-	f.IntVar(&opts.timeout, "timeout", 0, "with --wait or --attach: give up waiting after SECONDS (the session keeps running)")
+	f.IntVar(&opts.timeout, "timeout", 0, "with --wait or --attach (required): give up waiting after SECONDS (the session keeps running)")
 	f.BoolVar(&opts.json, "json", false, "print JSON: the session, or with --attach one frame per line")
 	f.String("config", "", "config file used if a daemon has to be started")
 	cmd.MarkFlagRequired("prompt")
@@ -94,6 +94,12 @@ func runRun(ctx context.Context, opts *runOptions) error {
 	}
 	if opts.timeout < 0 {
 		return exitf(ExitUsage, "--timeout must not be negative")
+	}
+	if opts.timeout > 0 && !opts.wait && !opts.attach {
+		// Without either, run returns once the session started: a
+		// --timeout would bound nothing, and a script relying on it
+		// would not wait at all.
+		return exitf(ExitUsage, "--timeout bounds a wait: add --wait or --attach")
 	}
 	dir, err := existingDir(opts.dir)
 	if err != nil {
@@ -191,7 +197,7 @@ func (o *runOptions) ensureDaemon(ctx context.Context) error {
 		}
 		fmt.Fprintf(o.env.Err, "reeve: starting with the saved launch settings of %s; not applied: %s (use `reeve start` to change them)\n", o.home.LaunchFile(), strings.Join(parts, "; "))
 	}
-	inUse := "set listen in the config file (--config FILE) or REEVE_LISTEN to a free port, or start the daemon yourself with `reeve start --listen ADDR`"
+	inUse := "set listen in the config file (--config FILE) or REEVE_LISTEN to a free port, or start the daemon yourself with `" + o.reeve("start --listen ADDR") + "`"
 	if err := startDaemon(ctx, o.env, o.launch, false, inUse); err != nil && !errors.Is(err, errAlreadyRunning) {
 		return err
 	}
