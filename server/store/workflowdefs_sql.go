@@ -127,9 +127,12 @@ func (s *DB) LatestWorkflowDefinitionVersion(ctx context.Context, workspaceID, d
 	return v, notFound(err)
 }
 
-// finishedRunStatuses end a run for good; a run in any other status may
-// still be run, so the definition it names must stay.
-const finishedRunStatuses = `'succeeded', 'failed', 'cancelled'`
+// unfinishedRuns selects the runs that may still run, so the definition
+// they name must stay. Listed, not "NOT IN" the finished ones: the list is
+// ranges of the (workspace_id, status, seq) queue index, so the check
+// reads the few unfinished runs, not the workspace's history
+// (BenchmarkDeleteDefinitionCheck).
+const unfinishedRuns = `status IN ('draft', 'queued', 'blocked', 'leased', 'running', 'waiting-approval')`
 
 func (s *DB) DeleteWorkflowDefinition(ctx context.Context, workspaceID, id string, audit AuditEntry) (WorkflowDefinition, error) {
 	var out WorkflowDefinition
@@ -141,30 +144,9 @@ func (s *DB) DeleteWorkflowDefinition(ctx context.Context, workspaceID, id strin
 		if err != nil {
 			return notFound(err)
 		}
-		// The definition is named inside the run's spec JSON; the LIKE
-		// narrows the rows and the decode decides (an id elsewhere in a
-		// prompt does not hold the definition).
-		rows, err := tx.Query(`SELECT id, spec FROM workflow_runs WHERE workspace_id = ? AND status NOT IN (`+finishedRunStatuses+`) AND spec LIKE ? ORDER BY seq`,
-			workspaceID, "%"+d.ID+"%")
+		holding, err := runsNaming(tx, unfinishedRuns, workspaceID, d.ID)
 		if err != nil {
-			return fmt.Errorf("find the runs of workflow definition %s: %w", d.ID, err)
-		}
-		var holding []string
-		for rows.Next() {
-			var runID, spec string
-			if err := rows.Scan(&runID, &spec); err != nil {
-				rows.Close()
-				return fmt.Errorf("find the runs of workflow definition %s: %w", d.ID, err)
-			}
-			if specDefinition(spec) == d.ID {
-				holding = append(holding, runID)
-			}
-		}
-		if err := rows.Close(); err != nil {
 			return err
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("find the runs of workflow definition %s: %w", d.ID, err)
 		}
 		if len(holding) > 0 {
 			more := ""
@@ -183,6 +165,33 @@ func (s *DB) DeleteWorkflowDefinition(ctx context.Context, workspaceID, id strin
 		return insertAudit(tx, audit)
 	})
 	return out, err
+}
+
+// runsNaming lists, in queue order, the runs of the workspace matching
+// the status predicate whose spec names the definition. The definition is
+// named inside the spec JSON: the LIKE narrows the rows and the decode
+// decides (an id quoted in a prompt does not hold the definition).
+func runsNaming(tx *Tx, statusPredicate, workspaceID, definitionID string) ([]string, error) {
+	rows, err := tx.Query(`SELECT id, spec FROM workflow_runs WHERE `+statusPredicate+` AND workspace_id = ? AND spec LIKE ? ORDER BY seq`,
+		workspaceID, "%"+definitionID+"%")
+	if err != nil {
+		return nil, fmt.Errorf("find the runs of workflow definition %s: %w", definitionID, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var runID, spec string
+		if err := rows.Scan(&runID, &spec); err != nil {
+			return nil, fmt.Errorf("find the runs of workflow definition %s: %w", definitionID, err)
+		}
+		if specDefinition(spec) == definitionID {
+			out = append(out, runID)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find the runs of workflow definition %s: %w", definitionID, err)
+	}
+	return out, nil
 }
 
 // specDefinition is the workflow definition a run's spec names, if any.
