@@ -40,8 +40,8 @@ func (s *Store) runCheckpointer(db *sql.DB) {
 }
 
 // requestCheckpoint is called by the appender after each commit. A commit
-// writes whole pages to the WAL, at least the log's last leaf and an index
-// leaf, so a commit of a few small events counts as two pages.
+// writes whole pages to the WAL, at least the log's last leaf (and another
+// when it fills one), so a commit of a few small events counts as two pages.
 func (s *Store) requestCheckpoint(committedBytes int) {
 	s.app.sinceCheckpoint += max(committedBytes, 2*pageSize)
 	if s.app.sinceCheckpoint < checkpointEvery {

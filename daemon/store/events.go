@@ -88,6 +88,15 @@ type appender struct {
 	syncDone chan struct{}
 	wal      *os.File // the -wal file, the syncer's
 
+	// The unsealed tail of the log (seal.go): event_seqs holds every event
+	// with id <= sealedUpto; unsealed counts the committed events after it,
+	// and the appender seals once it reaches nextSeal. The appender
+	// goroutine is their only user.
+	sealedUpto int64
+	unsealed   int
+	nextSeal   int
+	sealEvery  int // sealEvery; tests make it small
+
 	batches atomic.Int64
 	syncs   atomic.Int64
 	events  atomic.Int64
@@ -254,9 +263,13 @@ func (s *Store) commitBatch(batch []*appendReq) {
 	}
 	s.app.batches.Add(1)
 	s.app.events.Add(events)
+	s.app.unsealed += int(events)
 	// The callers are answered once the batch is durable; meanwhile this
 	// goroutine goes on with the next batch.
 	s.app.syncCh <- slices.Clone(batch)
+	if s.sealDue() {
+		s.seal(context.Background())
+	}
 	s.requestCheckpoint(bytes)
 	s.wakeSettler()
 }
@@ -271,25 +284,22 @@ func (s *Store) writeBatch(batch []*appendReq) (touched map[string]struct{}, err
 	ctx := context.Background()
 	// The batch commits without an fsync, so that it is visible (and
 	// followers are woken) at once; the syncer makes it durable before its
-	// callers hear of it (sync.go). Every other write keeps its own fsync:
-	// the connection goes back to synchronous=FULL before it is released.
-	conn, err := s.writer.Conn(ctx)
-	if err != nil {
-		return touched, fmt.Errorf("append: %w", err)
+	// callers hear of it (sync.go).
+	var txErr error
+	err = s.normalSync(ctx, func(conn *sql.Conn) error {
+		txErr = s.writeBatchTx(ctx, conn, batch, touched)
+		return txErr
+	})
+	if err != nil && txErr == nil {
+		err = fmt.Errorf("append: %w", err) // the connection's, not the batch's
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
-		return touched, fmt.Errorf("append: %w", err)
-	}
-	defer func() {
-		if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
-			// Never hand the connection on without its fsyncs.
-			conn.Raw(func(any) error { return driver.ErrBadConn })
-		}
-	}()
+	return touched, err
+}
+
+func (s *Store) writeBatchTx(ctx context.Context, conn *sql.Conn, batch []*appendReq, touched map[string]struct{}) error {
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return touched, fmt.Errorf("append: begin: %w", err)
+		return fmt.Errorf("append: begin: %w", err)
 	}
 	defer tx.Rollback()
 	var rows []any // pending insert arguments, flushed insertChunk rows at a time
@@ -320,7 +330,7 @@ func (s *Store) writeBatch(batch []*appendReq) (touched map[string]struct{}, err
 				r.err = err
 				continue
 			}
-			return touched, err
+			return err
 		}
 		r.out = make([]Event, len(r.in))
 		for i, e := range r.in {
@@ -331,7 +341,7 @@ func (s *Store) writeBatch(batch []*appendReq) (touched map[string]struct{}, err
 			rows = append(rows, e.SessionID, seq, nanos(ts), e.Kind, []byte(e.Data))
 			if len(rows) == insertChunk*5 {
 				if err := flush(); err != nil {
-					return touched, err
+					return err
 				}
 			}
 			r.out[i] = Event{SessionID: e.SessionID, Seq: seq, TS: ts, Kind: e.Kind, Data: e.Data}
@@ -339,16 +349,16 @@ func (s *Store) writeBatch(batch []*appendReq) (touched map[string]struct{}, err
 	}
 	if len(rows) > 0 {
 		if err := flush(); err != nil {
-			return touched, err
+			return err
 		}
 	}
 	if err := s.fault(); err != nil {
-		return touched, fmt.Errorf("append: commit: %w", err)
+		return fmt.Errorf("append: commit: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return touched, fmt.Errorf("append: commit: %w", err)
+		return fmt.Errorf("append: commit: %w", err)
 	}
-	return touched, nil
+	return nil
 }
 
 // prepareInserts prepares the multi-row INSERTs, one per power of two up to
@@ -387,8 +397,7 @@ func (s *Store) loadSeqs(ctx context.Context, tx *sql.Tx, r *appendReq) error {
 		}
 		var exists int
 		var last sql.NullInt64
-		err := tx.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM sessions WHERE id = ?1),
-			(SELECT MAX(seq) FROM events WHERE session_id = ?1)`, e.SessionID).Scan(&exists, &last)
+		err := tx.QueryRowContext(ctx, lastSeqSQL, e.SessionID).Scan(&exists, &last)
 		if err != nil {
 			return fmt.Errorf("append: read last seq of %s: %w", e.SessionID, err)
 		}
@@ -399,9 +408,6 @@ func (s *Store) loadSeqs(ctx context.Context, tx *sql.Tx, r *appendReq) error {
 	}
 	return nil
 }
-
-const selectEventsSQL = `SELECT seq, ts, kind, data FROM events
-	WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`
 
 // Events returns up to limit events of a session with seq > afterSeq, in seq
 // order. limit <= 0 means no limit. An unknown session has no events.
@@ -484,8 +490,7 @@ func (s *Store) Events(ctx context.Context, sessionID string, afterSeq int64, li
 func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
 	var exists int
 	var last sql.NullInt64
-	err := s.reader.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM sessions WHERE id = ?1),
-		(SELECT MAX(seq) FROM events WHERE session_id = ?1)`, sessionID).Scan(&exists, &last)
+	err := s.reader.QueryRowContext(ctx, lastSeqSQL, sessionID).Scan(&exists, &last)
 	if err != nil {
 		return 0, fmt.Errorf("last seq of %s: %w", sessionID, err)
 	}

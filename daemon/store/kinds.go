@@ -15,8 +15,15 @@ const (
 	kindIndexTerm = `kind <> 'terminal-output'`
 	selectKindSQL = `SELECT seq, ts, data FROM events INDEXED BY events_session_kind
 		WHERE session_id = ? AND kind = ? AND ` + kindIndexTerm + ` AND seq > ? ORDER BY seq LIMIT ?`
-	scanForKindSQL = `SELECT seq, ts, data FROM events INDEXED BY events_session_seq
-		WHERE session_id = ? AND kind = ? AND seq > ? ORDER BY seq LIMIT ?`
+	// Terminal output is read through the seq index (seal.go), sealed part
+	// and tail, keeping the kind's events.
+	scanForKindSQL = `SELECT i.seq, e.ts, e.data
+		FROM event_seqs i CROSS JOIN events e ON e.id = i.event_id
+		WHERE i.session_id = ?1 AND e.kind = ?2 AND i.seq > ?3
+	UNION ALL
+	SELECT seq, ts, data FROM events
+		WHERE id > ` + tailSQL + ` AND session_id = ?1 AND kind = ?2 AND seq > ?3
+	ORDER BY 1 LIMIT ?4`
 )
 
 // EventsOfKind returns up to limit events of one kind of a session with

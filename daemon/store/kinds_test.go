@@ -178,7 +178,8 @@ func BenchmarkOpenAddsKindIndex(b *testing.B) {
 		b.Fatal(err)
 	}
 	// Take the file back to version 3, as the previous build left it.
-	for _, q := range []string{`DROP INDEX events_session_kind`, `DELETE FROM schema_version WHERE version > 3`,
+	for _, q := range []string{`DROP INDEX events_session_kind`, `DROP TABLE event_seqs`, `DROP TABLE event_seqs_upto`,
+		`CREATE UNIQUE INDEX events_session_seq ON events (session_id, seq)`, `DELETE FROM schema_version WHERE version > 3`,
 		`INSERT INTO sessions (id, directory_id, agent, status, created_at, updated_at) VALUES ('s1', 'd', 'shell', 'running', 0, 0)`} {
 		if _, err := s.writer.ExecContext(ctx, q); err != nil {
 			b.Fatal(err)

@@ -218,6 +218,9 @@ func (s *Store) init(ctx context.Context, opts Options) error {
 	if err := s.prepareInserts(ctx); err != nil {
 		return err
 	}
+	if err := s.loadSeal(ctx); err != nil {
+		return err
+	}
 	return tightenModes(opts.Path)
 }
 
