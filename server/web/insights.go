@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"reeve.dev/reeve/server/sdk"
@@ -78,7 +79,9 @@ func (h *Handler) renderInsights(w http.ResponseWriter, r *http.Request, s strin
 		p.Error = joinErr(p.Error, "The insights could not be listed: "+apiMessage(err))
 	}
 	label := h.evidenceLabeler(r, c, p.Workspace.ID, ins.Data)
+	who := actorNames(r, c, p.Workspace.ID)
 	for _, i := range ins.Data {
+		i.StatusChangedBy = who(i.StatusChangedBy)
 		v := insightView{Insight: i, Detail: indentJSON(i.Detail)}
 		for _, l := range i.Evidence {
 			v.Evidence = append(v.Evidence, label(l))
@@ -98,7 +101,9 @@ func (h *Handler) renderInsights(w http.ResponseWriter, r *http.Request, s strin
 	}
 	// Newest first: the one a person just made is at the top.
 	for i := len(packets.Data) - 1; i >= 0; i-- {
-		p.Packets = append(p.Packets, packets.Data[i])
+		pk := packets.Data[i]
+		pk.CreatedBy, pk.DecidedBy = who(pk.CreatedBy), who(pk.DecidedBy)
+		p.Packets = append(p.Packets, pk)
 	}
 	h.render(w, r, status, "insights.html", p)
 }
@@ -214,6 +219,23 @@ func (h *Handler) evidenceLabeler(r *http.Request, c *sdk.Client, ws string, lis
 			}
 		}
 		return v
+	}
+}
+
+// actorNames shows a "user:ID" actor as the member's email; other actors
+// (system:insights, a machine) as they are.
+func actorNames(r *http.Request, c *sdk.Client, ws string) func(string) string {
+	names := map[string]string{}
+	if ms, err := c.ListMembers(r.Context(), ws); err == nil {
+		for _, m := range ms {
+			names["user:"+strconv.FormatInt(m.UserID, 10)] = m.Email
+		}
+	}
+	return func(actor string) string {
+		if n, ok := names[actor]; ok {
+			return n
+		}
+		return actor
 	}
 }
 

@@ -134,7 +134,7 @@ func TestInsightsPageInChromium(t *testing.T) {
 		chromedp.Click(css(`#packets .packet button[value=approve]`)),
 		chromedp.WaitVisible(css(`#packets .packet[data-status=approved]`)),
 	)
-	if c := text(t, ctx, "#packets"); !strings.Contains(c, "retire the box") {
+	if c := text(t, ctx, "#packets"); !strings.Contains(c, "retire the box") || !strings.Contains(c, "approved by owner@example.com") {
 		t.Fatalf("packet: %q", c)
 	}
 	steps(t, ctx, "dismiss the unguarded-session insight with a reason",
@@ -142,7 +142,7 @@ func TestInsightsPageInChromium(t *testing.T) {
 		chromedp.Click(css(unguarded+` button[value=dismissed]`)),
 		chromedp.WaitVisible(css(unguarded+`[data-status=dismissed]`)),
 	)
-	if c := text(t, ctx, unguarded); !strings.Contains(c, "a sandbox laptop") {
+	if c := text(t, ctx, unguarded); !strings.Contains(c, "a sandbox laptop") || !strings.Contains(c, "dismissed by owner@example.com") {
 		t.Fatalf("dismissed card: %q", c)
 	}
 	if c := text(t, ctx, "#summary"); !strings.Contains(c, "1 converted") || !strings.Contains(c, "1 dismissed") || !strings.Contains(c, "0 open") || !strings.Contains(c, "1 approved") {
