@@ -477,3 +477,44 @@ func TestRunOutput(t *testing.T) {
 		t.Fatalf("--timeout without a wait: %v (launched %+v after %+v)", err, launched, launches)
 	}
 }
+
+// diagnostic reaches the daemon through the injected client: its health
+// in the snapshot when one runs, the reason when none does or it fails.
+func TestDiagnosticOutput(t *testing.T) {
+	f := &fakeDaemon{health: func() (wire.Health, error) {
+		return wire.Health{Status: "ok", Version: "9.9.9", DaemonID: "01DAEMON", WorkerPID: 42}, nil
+	}}
+	cmd, out, _ := testCmd(t, f)
+	if err := runDiagnostic(context.Background(), &diagnosticOptions{daemonCmd: cmd, json: true}); err != nil {
+		t.Fatal(err)
+	}
+	var s diagnosticSnapshot
+	if err := json.Unmarshal([]byte(out.String()), &s); err != nil || s.Daemon.Running || s.Daemon.Error != "no daemon is running from this home" || f.callsOf("health") != 0 {
+		t.Fatalf("no daemon: %v %s", err, out)
+	}
+
+	cmd, out, _ = testCmd(t, f)
+	fakeSupervisor(t, cmd.home)
+	if err := runDiagnostic(context.Background(), &diagnosticOptions{daemonCmd: cmd, json: true}); err != nil {
+		t.Fatal(err)
+	}
+	s = diagnosticSnapshot{}
+	if err := json.Unmarshal([]byte(out.String()), &s); err != nil || !s.Daemon.Running || f.callsOf("health") != 1 {
+		t.Fatalf("running: %v %s", err, out)
+	}
+	if h, _ := s.Daemon.Health.(map[string]any); h["version"] != "9.9.9" || h["daemon_id"] != "01DAEMON" {
+		t.Fatalf("health in the snapshot: %+v", s.Daemon.Health)
+	}
+	cmd, out, _ = testCmd(t, f)
+	fakeSupervisor(t, cmd.home)
+	if err := runDiagnostic(context.Background(), &diagnosticOptions{daemonCmd: cmd}); err != nil || !strings.Contains(out.String(), "daemon: running") {
+		t.Fatalf("people's form: %v %q", err, out)
+	}
+
+	f.health = func() (wire.Health, error) { return wire.Health{}, context.DeadlineExceeded }
+	cmd, out, _ = testCmd(t, f)
+	fakeSupervisor(t, cmd.home)
+	if err := runDiagnostic(context.Background(), &diagnosticOptions{daemonCmd: cmd}); err != nil || !strings.Contains(out.String(), "daemon: running but not answering (context deadline exceeded)") {
+		t.Fatalf("a daemon that does not answer: %v %q", err, out)
+	}
+}

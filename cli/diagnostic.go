@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"reeve.dev/reeve/daemon/controlclient"
 	"reeve.dev/reeve/internal/redact"
 	"reeve.dev/reeve/internal/version"
 	"reeve.dev/reeve/worker"
@@ -147,12 +146,15 @@ func runDiagnostic(ctx context.Context, o *diagnosticOptions) error {
 		Environment: map[string]string{}, Files: []diagnosticFile{},
 	}
 	var redacted []string
-	if locked, _ := dir.Locked(); locked {
-		c, _, err := controlclient.FromHome(dir, 5*time.Second)
+	locked, _ := dir.Locked()
+	if locked {
+		// A snapshot is for a machine in trouble: a daemon that does not
+		// answer gets 5 s, not the usual call timeout.
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := o.connect(hctx)
 		if err == nil {
-			hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			h, herr := c.Health(hctx)
-			cancel()
+			c.Close()
 			if herr == nil {
 				s.Daemon.Running = true
 				var hv any
@@ -165,6 +167,7 @@ func runDiagnostic(ctx context.Context, o *diagnosticOptions) error {
 		} else {
 			s.Daemon.Error = err.Error()
 		}
+		cancel()
 	} else {
 		s.Daemon.Error = "no daemon is running from this home"
 	}
@@ -218,9 +221,12 @@ func runDiagnostic(ctx context.Context, o *diagnosticOptions) error {
 		return writeJSON(o.env.Out, s)
 	}
 	fmt.Fprintf(o.env.Out, "reeve %s on %s/%s, home %s\n", s.Version, s.OS, s.Arch, s.Home)
-	if s.Daemon.Running {
+	switch {
+	case s.Daemon.Running:
 		fmt.Fprintln(o.env.Out, "daemon: running")
-	} else {
+	case locked:
+		fmt.Fprintf(o.env.Out, "daemon: running but not answering (%s)\n", s.Daemon.Error)
+	default:
 		fmt.Fprintf(o.env.Out, "daemon: not running (%s)\n", s.Daemon.Error)
 	}
 	fmt.Fprintf(o.env.Out, "paired: %v; worker profiles: %d; redacted fields: %d\n", s.Pairing != nil, len(s.Workers), len(s.Redacted))
