@@ -96,6 +96,7 @@ type appender struct {
 	unsealed   int
 	nextSeal   int
 	sealEvery  int // sealEvery; tests make it small
+	sealFailed bool
 
 	batches atomic.Int64
 	syncs   atomic.Int64
@@ -189,8 +190,25 @@ func (s *Store) runAppender() {
 	defer close(s.app.done)
 	defer close(s.app.syncCh)
 	var batch []*appendReq
+	// idle fires when nothing was appended for sealIdle with a tail to seal
+	// (seal.go): a quiet log gets an empty tail, so its reads scan nothing.
+	idleAfter := sealIdle
+	idle := time.NewTimer(idleAfter)
+	defer idle.Stop()
 	for {
-		req, ok := <-s.app.ch
+		var req *appendReq
+		ok := true
+		if s.app.unsealed > 0 && !s.app.sealFailed {
+			idle.Reset(idleAfter)
+			select {
+			case req, ok = <-s.app.ch:
+			case <-idle.C:
+				s.seal(context.Background())
+				continue
+			}
+		} else {
+			req, ok = <-s.app.ch
+		}
 		if !ok {
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"log/slog"
+	"time"
 )
 
 // The seq index in bulk.
@@ -25,19 +26,29 @@ import (
 // range of the table's own key), of which it keeps the session's. A seal
 // moves the whole tail into event_seqs and advances upto in one
 // transaction, so an event is always in exactly one of the two. The tail
-// is bounded by sealEvery events, so its scan stays cheap; a tail left by
-// a crash is sealed by the next seal.
+// is bounded by sealEvery events, so its scan stays cheap, and sealed
+// whenever the log goes quiet; a tail left by a crash is sealed by the next
+// seal.
 //
 // event_seqs' primary key still rejects a second event with a session's
 // seq, at the seal rather than at the insert: the appender alone assigns
 // seqs, so that would be its bug, and the seal then fails (logged) while
 // the events stay readable in the tail.
 
-// sealEvery is how many events the unsealed tail may hold before the
-// appender seals it: large enough that a busy session's leaf of event_seqs
-// is written once for many of its events, small enough that scanning the
-// tail costs a read little.
-const sealEvery = 1024
+const (
+	// sealEvery is how many events the unsealed tail may hold before the
+	// appender seals it: large enough that a busy session's leaf of
+	// event_seqs is written once for many of its events, small enough that
+	// scanning the tail costs a read little (BenchmarkReadsWithTail).
+	sealEvery = 1024
+)
+
+// sealIdle is how long the appender waits for more events before it seals a
+// shorter tail: a log that went quiet is read with no tail to scan, and
+// under load, when commits follow each other closely, seals stay sealEvery
+// apart. A variable so that tests can keep a tail; the appender reads it
+// when it starts.
+var sealIdle = 100 * time.Millisecond
 
 // The reads by seq: event_seqs for the sealed part, then the tail. In each
 // arm a session's events come in seq order; the ORDER BY merges the two.
@@ -86,15 +97,16 @@ func (s *Store) sealDue() bool {
 // The connection is in synchronous=NORMAL like a batch's, because the
 // seal need not be durable before anything: the syncer's next fsync makes
 // it so, and a seal lost with the machine leaves a longer tail, still
-// read. A failed seal is retried sealEvery events later.
+// read. A failed seal is retried sealEvery events later, not when idle.
 func (s *Store) seal(ctx context.Context) {
 	err := s.normalSync(ctx, func(conn *sql.Conn) error { return s.sealTx(ctx, conn) })
 	if err != nil {
 		slog.Warn("store: sealing the seq index failed; the events stay readable", "err", fmt.Errorf("%s: %w", s.path, err))
 		s.app.nextSeal = s.app.unsealed + s.app.sealEvery
+		s.app.sealFailed = true // no idle retries until a seal succeeds
 		return
 	}
-	s.app.unsealed, s.app.nextSeal = 0, s.app.sealEvery
+	s.app.unsealed, s.app.nextSeal, s.app.sealFailed = 0, s.app.sealEvery, false
 }
 
 func (s *Store) sealTx(ctx context.Context, conn *sql.Conn) error {

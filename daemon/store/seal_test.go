@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // sealCounts is how many events event_seqs holds and how many are in the
@@ -71,6 +72,40 @@ func checkLog(t *testing.T, s *Store, sid string, want []string) {
 	}
 }
 
+// keepTail stops idle seals for the stores the test opens.
+func keepTail(t testing.TB) {
+	was := sealIdle
+	sealIdle = time.Hour
+	t.Cleanup(func() { sealIdle = was })
+}
+
+// A log that goes quiet is sealed, so that its reads have no tail to scan.
+func TestQuietLogIsSealed(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	sid := newSession(t, s).ID
+	var want []string
+	for i := range 5 {
+		d := fmt.Sprintf(`{"t":"%d"}`, i)
+		if _, err := s.Append(ctx, sid, "terminal-output", json.RawMessage(d)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, d)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sealed, tail := sealCounts(t, s)
+		if sealed == 5 && tail == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a quiet log was not sealed: %d sealed, %d in the tail", sealed, tail)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	checkLog(t, s, sid, want)
+}
+
 // Reads must not depend on where the seal line falls: whether a session's
 // events are in event_seqs, in the tail or split between them, every read
 // by seq returns the same log, and every event is in exactly one of the two.
@@ -123,6 +158,7 @@ func TestReadsAcrossTheSealLine(t *testing.T) {
 // A tail left behind at Close (or by a crash) is read after the next Open,
 // and sealed by the next seal; a reopened store counts it towards that seal.
 func TestTailSurvivesReopen(t *testing.T) {
+	keepTail(t)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "reeve.db")
 	s, err := Open(ctx, Options{Path: path})
@@ -316,6 +352,7 @@ func TestReadsBySeqSeek(t *testing.T) {
 // sessions, with the tail as long as it gets (sealEvery-1 events) against
 // the same log sealed, in the same run.
 func BenchmarkReadsWithTail(b *testing.B) {
+	keepTail(b)
 	const sessions = 50
 	ctx := context.Background()
 	for _, sealed := range []bool{true, false} {
