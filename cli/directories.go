@@ -97,7 +97,7 @@ func runRemove(ctx context.Context, opts *removeOptions) error {
 	}
 	d, ok := findDirectory(dirs, opts.path)
 	if !ok {
-		return exitf(ExitNotFound, "%s is not a registered directory (see `reeve list`)", opts.path)
+		return exitf(ExitNotFound, "%s is not a registered directory (see `%s`)", opts.path, opts.reeve("list"))
 	}
 	if err := c.RemoveDirectory(ctx, d.ID); err != nil {
 		return apiExit(err)

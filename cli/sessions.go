@@ -355,7 +355,7 @@ func runLs(ctx context.Context, opts *lsOptions) error {
 		}
 		d, ok := findDirectory(dirs, opts.directory)
 		if !ok {
-			return exitf(ExitNotFound, "%s is not a registered directory (see `reeve list`)", opts.directory)
+			return exitf(ExitNotFound, "%s is not a registered directory (see `%s`)", opts.directory, opts.reeve("list"))
 		}
 		dirID = d.ID
 	}
