@@ -54,14 +54,6 @@ func Chromium(t testing.TB) string {
 	return find()
 }
 
-func tail(b []byte) string {
-	s := string(b)
-	if len(s) > 2000 {
-		s = "..." + s[len(s)-2000:]
-	}
-	return s
-}
-
 // Browser starts a fresh headless Chromium with its own profile. The
 // first run has no timeout (it would bound the browser's life); each step
 // gets one.
