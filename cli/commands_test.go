@@ -518,3 +518,34 @@ func TestDiagnosticOutput(t *testing.T) {
 		t.Fatalf("a daemon that does not answer: %v %q", err, out)
 	}
 }
+
+// Ctrl-C during a wait or a follow ends it with the shell's code for an
+// interrupt and says the session keeps running, not "context canceled".
+func TestInterruptedWait(t *testing.T) {
+	for _, name := range []string{"wait", "attach"} {
+		s := newStream()
+		subscribed := make(chan struct{})
+		f := &fakeDaemon{
+			session: func(string) (wire.SessionInfo, error) { return reeveOne, nil },
+			subscribe: func(string, int64) (Stream, error) {
+				close(subscribed)
+				return s, nil
+			},
+		}
+		ctx, cancel := context.WithCancelCause(context.Background())
+		go func() {
+			<-subscribed
+			cancel(errors.New("interrupt signal received")) // as signal.NotifyContext does
+		}()
+		cmd, _, _ := testCmd(t, f)
+		var err error
+		if name == "wait" {
+			err = runWait(ctx, &waitOptions{daemonCmd: cmd, sessionID: "01REEVE"})
+		} else {
+			err = runLogs(ctx, &logsOptions{daemonCmd: cmd, sessionID: "01REEVE", follow: true})
+		}
+		if exitCode(err) != ExitInterrupted || err.Error() != "stopped waiting for session 01REEVE: interrupt signal received (it keeps running)" {
+			t.Errorf("%s: exit %d: %v", name, exitCode(err), err)
+		}
+	}
+}

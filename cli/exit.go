@@ -19,6 +19,10 @@ const (
 	ExitInvalid    = 8  // a validated document (config, policy) has errors
 	ExitUnhealthy  = 9  // the daemon process is alive but does not answer (status: unresponsive)
 	ExitSessionBad = 10 // a waited-for session ended failed, killed or interrupted
+	// ExitInterrupted follows the shell's convention for SIGINT (128+2):
+	// the person stopped a wait with Ctrl-C (or SIGTERM); the session
+	// keeps running.
+	ExitInterrupted = 130
 )
 
 // ExitError carries the exit code a command wants, with the message to show.

@@ -184,8 +184,12 @@ func withTimeout(ctx context.Context, seconds int) (context.Context, context.Can
 // documented timeout exit; a call to the daemon that ran out of time is
 // another failure (apiExit).
 func timeoutExit(ctx context.Context, err error, what string) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return exitf(ExitTimeout, "timed out waiting for %s (it keeps running)", what)
+	case errors.Is(ctx.Err(), context.Canceled):
+		// Only a signal cancels a command's context; its cause says which.
+		return exitf(ExitInterrupted, "stopped waiting for %s: %v (it keeps running)", what, context.Cause(ctx))
 	}
 	return err
 }
