@@ -49,7 +49,7 @@ func (s *Store) syncLog(ctx context.Context) error {
 	}
 	sync := s.syncFault
 	if sync == nil {
-		sync = (*os.File).Sync
+		sync = syncData
 	}
 	done := make(chan error, 1)
 	go func() { // lives as long as the fsync

@@ -63,5 +63,5 @@ func (s *Store) syncWAL() error {
 		}
 		s.app.wal = f
 	}
-	return s.app.wal.Sync()
+	return syncData(s.app.wal)
 }
