@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -237,5 +239,32 @@ func TestRestartPortInUseHint(t *testing.T) {
 		if exitCode(err) != ExitConflict || !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: exit %d: %v (want it to say %s)", c.name, exitCode(err), err, want)
 		}
+	}
+}
+
+// A daemon that has not reported ready when start stops waiting is left
+// starting, not killed: the first open after an upgrade migrates the
+// event log, and killing it would make every later start begin again.
+func TestSlowStartIsLeftStarting(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	script := filepath.Join(dir, "reeve")
+	os.WriteFile(script, []byte("#!/bin/sh\necho $$ > "+pidFile+"\nexec sleep 30\n"), 0o755)
+	cmd, _, errb := testCmd(t, &fakeDaemon{})
+	cmd.env.Executable = func() (string, error) { return script, nil }
+	cmd.env.readyWithin = 300 * time.Millisecond
+	err := startDaemon(context.Background(), cmd.env, home.Launch{Home: string(cmd.home), Listen: "127.0.0.1:0", Profile: "local"}, false, "")
+	if exitCode(err) != ExitTimeout || !strings.Contains(err.Error(), "is left starting") || !strings.Contains(err.Error(), "stop --force") {
+		t.Fatalf("exit %d: %v\n%s", exitCode(err), err, errb)
+	}
+	b, _ := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid <= 0 {
+		t.Fatalf("the supervisor never ran: %q", b)
+	}
+	p, _ := os.FindProcess(pid)
+	defer p.Kill()
+	if err := p.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the starting daemon was stopped: %v", err)
 	}
 }

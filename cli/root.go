@@ -41,6 +41,8 @@ type Env struct {
 	// progressDelay, when set, replaces both progressDelay and
 	// progressEvery (tests).
 	progressDelay time.Duration
+	// readyWithin, when set, replaces readyWithin (tests).
+	readyWithin time.Duration
 }
 
 // processEnv is the Env of the real process.

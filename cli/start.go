@@ -205,6 +205,15 @@ func spawnSupervisor(ctx context.Context, env *Env, dir home.Dir, l home.Launch,
 	go func() { cmd.Wait(); close(exited) }()
 
 	err = reportReadiness(env, dir, l, bufio.NewReader(statusR), exited, inUse)
+	if exitCode(err) == ExitTimeout {
+		// Still starting, not failed: the first open after an upgrade
+		// migrates the event log, which on a long log outlasts the wait.
+		// Killing it would undo the migration and make every later
+		// start do it again from scratch; it carries on, holding the
+		// home, and reports nowhere (its writes to the pipe fail).
+		cmd.Process.Release()
+		return err
+	}
 	if err != nil {
 		// Make sure nothing is left half-started.
 		select {
@@ -218,6 +227,10 @@ func spawnSupervisor(ctx context.Context, env *Env, dir home.Dir, l home.Launch,
 	return nil
 }
 
+// readyWithin bounds how long a start waits for the daemon's readiness
+// before it leaves it starting (Env.readyWithin replaces it in tests).
+const readyWithin = 60 * time.Second
+
 // reportReadiness waits for the readiness line and tells the user the
 // outcome, with progress on a slow start.
 func reportReadiness(env *Env, dir home.Dir, l home.Launch, r *bufio.Reader, exited <-chan struct{}, inUse string) error {
@@ -228,7 +241,11 @@ func reportReadiness(env *Env, dir home.Dir, l home.Launch, r *bufio.Reader, exi
 	}()
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
-	deadline := time.After(60 * time.Second)
+	within := readyWithin
+	if env.readyWithin > 0 {
+		within = env.readyWithin
+	}
+	deadline := time.After(within)
 	for {
 		select {
 		case line := <-linec:
@@ -254,7 +271,8 @@ func reportReadiness(env *Env, dir home.Dir, l home.Launch, r *bufio.Reader, exi
 		case <-tick.C:
 			fmt.Fprintln(env.Err, "reeve: waiting for the daemon to start...")
 		case <-deadline:
-			return exitf(ExitTimeout, "the daemon did not report ready within 60s; see %s", dir.LogFile())
+			return exitf(ExitTimeout, "the daemon did not report ready within %s and is left starting (a first start after an upgrade migrates a long event log, which takes a while); `reeve --home %s status` says when it runs, `reeve --home %s stop --force` ends it; see %s",
+				within, shellWord(string(dir)), shellWord(string(dir)), dir.LogFile())
 		case <-exited:
 			exited = nil // the pipe's EOF delivers the outcome
 		}
