@@ -49,7 +49,7 @@ func runRestart(ctx context.Context, opts *restartOptions) error {
 	}
 	launch, err := opts.home.ReadLaunch()
 	if errors.Is(err, fs.ErrNotExist) {
-		return exitf(ExitNotRunning, "no launch configuration in %s: the daemon was never started from there (use `reeve start`)", opts.home)
+		return exitf(ExitNotRunning, "no launch configuration in %s: the daemon was never started from there (use `%s`)", opts.home, opts.reeve("start"))
 	}
 	if err != nil {
 		return withExit(ExitFailure, err)
