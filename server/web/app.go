@@ -145,6 +145,8 @@ func (h *Handler) homePage(w http.ResponseWriter, r *http.Request) {
 	}
 	c := h.client(r, s)
 	p := appPage{page: page{Title: "Machines and sessions", SignedIn: true, CSRF: csrfFor(s)}}
+	// An accepted invitation lands here.
+	h.takeFlash(w, r, s).apply(&p.page)
 	for _, wsp := range ws {
 		v := workspaceView{Workspace: wsp}
 		ms, err := h.machines(r, c, wsp.ID)

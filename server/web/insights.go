@@ -54,10 +54,11 @@ func (h *Handler) insightsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := insightsPage{page: tp.page, Workspace: tp.Workspace, Admin: tp.Admin}
-	h.renderInsights(w, r, s, p, http.StatusOK)
+	h.takeFlash(w, r, s).apply(&p.page)
+	h.renderInsights(w, r, s, p)
 }
 
-func (h *Handler) renderInsights(w http.ResponseWriter, r *http.Request, s string, p insightsPage, status int) {
+func (h *Handler) renderInsights(w http.ResponseWriter, r *http.Request, s string, p insightsPage) {
 	c := h.client(r, s)
 	base := "/api/resources/" + url.PathEscape(p.Workspace.ID)
 	p.Title = "Insights · " + p.Workspace.Name
@@ -105,21 +106,26 @@ func (h *Handler) renderInsights(w http.ResponseWriter, r *http.Request, s strin
 		pk.CreatedBy, pk.DecidedBy = who(pk.CreatedBy), who(pk.DecidedBy)
 		p.Packets = append(p.Packets, pk)
 	}
-	h.render(w, r, status, "insights.html", p)
+	h.render(w, r, http.StatusOK, "insights.html", p)
 }
 
 // insightsAction handles the page's forms: detect, a status change,
-// convert, and a review packet's decision.
+// convert, and a review packet's decision. It answers with a redirect to
+// the page as it was filtered (see flash.go), so a reload never runs
+// detection or a decision again.
 func (h *Handler) insightsAction(w http.ResponseWriter, r *http.Request) {
 	s, tp, ok := h.workspaceFor(w, r)
 	if !ok || !h.checkPost(w, r, s) {
 		return
 	}
-	p := insightsPage{page: tp.page, Workspace: tp.Workspace, Admin: tp.Admin}
 	c := h.client(r, s)
-	base := "/api/resources/" + url.PathEscape(p.Workspace.ID)
+	ws := tp.Workspace.ID
+	base := "/api/resources/" + url.PathEscape(ws)
 	f := r.PostFormValue
-	var err error
+	var (
+		fl  flash
+		err error
+	)
 	switch f("action") {
 	case "detect":
 		var out sdk.InsightCollectionResponse
@@ -131,7 +137,7 @@ func (h *Handler) insightsAction(w http.ResponseWriter, r *http.Request) {
 				}
 				return *p
 			}
-			p.Notice = fmt.Sprintf("Detection ran: %d new, %d updated, %d unchanged, %d resolved.", n(out.Meta.Created), n(out.Meta.Updated), n(out.Meta.Unchanged), n(out.Meta.Resolved))
+			fl.Notice = fmt.Sprintf("Detection ran: %d new, %d updated, %d unchanged, %d resolved.", n(out.Meta.Created), n(out.Meta.Updated), n(out.Meta.Unchanged), n(out.Meta.Resolved))
 		}
 	case "status":
 		req := sdk.InsightUpdateRequest{Status: f("status")}
@@ -141,13 +147,13 @@ func (h *Handler) insightsAction(w http.ResponseWriter, r *http.Request) {
 		var out sdk.InsightResponse
 		_, err = c.Do(r.Context(), http.MethodPatch, base+"/insights/"+url.PathEscape(f("insight")), req, &out)
 		if err == nil {
-			p.Notice = "Insight “" + out.Data.Title + "” is now " + out.Data.Status + "."
+			fl.Notice = "Insight “" + out.Data.Title + "” is now " + out.Data.Status + "."
 		}
 	case "convert":
 		var out sdk.ReviewPacketResponse
 		_, err = c.Do(r.Context(), http.MethodPost, base+"/insights/"+url.PathEscape(f("insight"))+"/convert", nil, &out)
 		if err == nil {
-			p.Notice = "Converted into the review packet “" + out.Data.Title + "”, waiting for a decision below."
+			fl.Notice = "Converted into the review packet “" + out.Data.Title + "”, waiting for a decision below."
 		}
 	case "decide-packet":
 		req := sdk.ReviewPacketDecisionRequest{Decision: f("decision")}
@@ -157,20 +163,30 @@ func (h *Handler) insightsAction(w http.ResponseWriter, r *http.Request) {
 		var out sdk.ReviewPacketResponse
 		_, err = c.Do(r.Context(), http.MethodPatch, base+"/review-packets/"+url.PathEscape(f("packet"))+"/decision", req, &out)
 		if err == nil {
-			p.Notice = "Review packet “" + out.Data.Title + "” " + out.Data.Status + "."
+			fl.Notice = "Review packet “" + out.Data.Title + "” " + out.Data.Status + "."
 		}
 	default:
-		p.Error = "Unknown action."
-		h.renderInsights(w, r, s, p, http.StatusBadRequest)
-		return
+		fl.Error = "Unknown action."
 	}
 	if err != nil {
-		p.Notice = ""
-		p.Error = "Refused: " + apiMessage(err)
-		h.renderInsights(w, r, s, p, statusOr(err, http.StatusUnprocessableEntity))
-		return
+		fl.Notice = ""
+		fl.Error = "Refused: " + apiMessage(err)
 	}
-	h.renderInsights(w, r, s, p, http.StatusOK)
+	// Back to the list the form was on: its filter and page, and nothing
+	// else from the address.
+	back := url.Values{}
+	q := r.URL.Query()
+	if st := q.Get("status"); slices.Contains([]string{sdk.InsightOpen, sdk.InsightAccepted, sdk.InsightDismissed, sdk.InsightConverted}, st) {
+		back.Set("status", st)
+	}
+	if after, perr := strconv.ParseInt(q.Get("after"), 10, 64); perr == nil && after > 0 {
+		back.Set("after", strconv.FormatInt(after, 10))
+	}
+	target := "/w/" + url.PathEscape(ws) + "/insights"
+	if len(back) > 0 {
+		target += "?" + back.Encode()
+	}
+	h.redirectWith(w, r, s, target, fl)
 }
 
 // evidenceLabeler names the machines and sessions the insights point at,

@@ -91,6 +91,21 @@ func TestInsightsPageInChromium(t *testing.T) {
 	if n := text(t, ctx, "#notice"); !strings.Contains(n, "2 new") {
 		t.Fatalf("notice after detect: %q", n)
 	}
+	// Answered with a redirect: at the page's own address, a reload runs
+	// no second detection and shows the notice no more.
+	if loc := location(t, ctx); loc != page {
+		t.Fatalf("after detection the browser is at %s", loc)
+	}
+	steps(t, ctx, "reload after detection",
+		chromedp.Reload(),
+		chromedp.WaitVisible(css("#insights .insight")),
+	)
+	if n := read(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#notice").length`)); n != 0 {
+		t.Fatal("the reloaded page shows the detection notice again")
+	}
+	if n := auditCount(t, owner, "insights.detect"); n != 1 {
+		t.Fatalf("%d detection runs audited after one press and a reload", n)
+	}
 	stale := `#insights .insight[data-rule="install_stale"]`
 	unguarded := `#insights .insight[data-rule="unguarded_session"]`
 	if c := text(t, ctx, stale); !strings.Contains(c, "old-box") || !strings.Contains(c, "open") {
@@ -197,9 +212,8 @@ func TestInsightsPageInChromium(t *testing.T) {
 		"detect":  {"action": {"detect"}},
 	} {
 		form.Set("csrf", csrf)
-		r, b := post(t, c, f.URL+"/w/"+owner.Workspace+"/insights", form, f.URL)
-		if r.StatusCode != http.StatusForbidden || !strings.Contains(b, "Refused") {
-			t.Fatalf("bob's forged %s: %d %s", what, r.StatusCode, b)
+		if _, b := submit(t, c, f.URL+"/w/"+owner.Workspace+"/insights", form, f.URL); !strings.Contains(b, "Refused") {
+			t.Fatalf("bob's forged %s: %s", what, b)
 		}
 	}
 	if _, st := insightStatus(t, owner, sdk.RuleUnguardedSession); st != sdk.InsightDismissed {

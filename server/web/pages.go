@@ -22,22 +22,34 @@ func loginCSRFToken(w http.ResponseWriter, r *http.Request) string {
 	return tok
 }
 
+// A login link opened in the browser shows a button rather than signing
+// in on GET, so a link scanner cannot spend the code. What a sign-in form
+// (or signing out) did arrives as a flash sealed under the login form's
+// token, never as text in the address.
 func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := page{Title: "Sign in", Next: safeNext(q.Get("next")), Code: q.Get("code"), SignedIn: h.session(r) != ""}
 	if p.SignedIn {
 		p.CSRF = csrfFor(h.session(r))
 	}
-	// A login link opened in the browser shows a button rather than
-	// signing in on GET, so a link scanner cannot spend the code.
-	p.Notice = q.Get("notice")
-	h.renderLogin(w, r, http.StatusOK, p)
+	tok := loginCSRFToken(w, r)
+	h.takeFlash(w, r, tok).apply(&p)
+	h.renderLogin(w, r, http.StatusOK, p, tok)
 }
 
-func (h *Handler) renderLogin(w http.ResponseWriter, r *http.Request, status int, p page) {
+// loginBack answers a sign-in form with a redirect to the sign-in page
+// (keeping where to go after), leaving f for it under the form's token.
+func (h *Handler) loginBack(w http.ResponseWriter, r *http.Request, tok, next string, f flash) {
+	target := "/login"
+	if next != "/" {
+		target += "?next=" + url.QueryEscape(next)
+	}
+	h.redirectWith(w, r, tok, target, f)
+}
+
+func (h *Handler) renderLogin(w http.ResponseWriter, r *http.Request, status int, p page, tok string) {
 	// The sign-in forms carry the pre-sign-in token; the sign-out form,
 	// when signed in, the session's.
-	tok := loginCSRFToken(w, r)
 	p.Title = "Sign in"
 	h.render(w, r, status, "login.html", struct {
 		page
@@ -50,20 +62,19 @@ func (h *Handler) loginSubmit(w http.ResponseWriter, r *http.Request) {
 	c, err := r.Cookie(loginCSRF)
 	if !sameOrigin(r) || err != nil || !tokenEqual(r.PostFormValue("csrf"), c.Value) {
 		p.Error = "This form was not sent from this site, or it is stale. Reload the page and try again."
-		h.renderLogin(w, r, http.StatusForbidden, p)
+		h.renderLogin(w, r, http.StatusForbidden, p, loginCSRFToken(w, r))
 		return
 	}
+	tok := c.Value
 	switch r.PostFormValue("action") {
 	case "request":
 		email := strings.TrimSpace(r.PostFormValue("email"))
 		if !strings.Contains(email, "@") {
-			p.Error = "Enter the email address of your account."
-			h.renderLogin(w, r, http.StatusUnprocessableEntity, p)
+			h.loginBack(w, r, tok, p.Next, flash{Error: "Enter the email address of your account.", Form: map[string]string{"email": email}})
 			return
 		}
 		if !h.links.allow(remoteHost(r), h.opts.Now()) {
-			p.Error = "Too many login links requested from here. Wait a few minutes and try again."
-			h.renderLogin(w, r, http.StatusTooManyRequests, p)
+			h.loginBack(w, r, tok, p.Next, flash{Error: "Too many login links requested from here. Wait a few minutes and try again.", Form: map[string]string{"email": email}})
 			return
 		}
 		if h.opts.RequestLoginLink != nil {
@@ -71,30 +82,27 @@ func (h *Handler) loginSubmit(w http.ResponseWriter, r *http.Request) {
 				h.opts.Logger.Warn("login link request", "err", err)
 			}
 		}
-		p.Notice = "If " + email + " has an account, a one-time login link for it is now in the server operator's console. Open it, or paste it below."
-		h.renderLogin(w, r, http.StatusOK, p)
+		h.loginBack(w, r, tok, p.Next, flash{Notice: "If " + email + " has an account, a one-time login link for it is now in the server operator's console. Open it, or paste it below."})
 	case "code":
 		code := loginCode(r.PostFormValue("code"))
 		if code == "" {
-			p.Error = "Paste the login link or its code (it starts with rvl_)."
-			h.renderLogin(w, r, http.StatusUnprocessableEntity, p)
+			h.loginBack(w, r, tok, p.Next, flash{Error: "Paste the login link or its code (it starts with rvl_)."})
 			return
 		}
 		res, err := h.client(r, "").Login(r.Context(), code)
 		if err != nil {
-			p.Error = "That login link is unknown, already used or expired. Ask for a new one."
+			msg := "That login link is unknown, already used or expired. Ask for a new one."
 			if status(err) == http.StatusTooManyRequests {
-				p.Error = "Too many attempts. Wait a minute and try again."
+				msg = "Too many attempts. Wait a minute and try again."
 			}
-			h.renderLogin(w, r, statusOr(err, http.StatusUnauthorized), p)
+			h.loginBack(w, r, tok, p.Next, flash{Error: msg})
 			return
 		}
 		h.setSession(w, r, res)
 		clearCookie(w, r, loginCSRF)
 		http.Redirect(w, r, p.Next, http.StatusSeeOther)
 	default:
-		p.Error = "Unknown action."
-		h.renderLogin(w, r, http.StatusBadRequest, p)
+		h.loginBack(w, r, tok, p.Next, flash{Error: "Unknown action."})
 	}
 }
 
@@ -123,7 +131,9 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 		h.opts.Logger.Warn("logout", "err", err)
 	}
 	clearCookie(w, r, SessionCookie)
-	http.Redirect(w, r, "/login?notice="+url.QueryEscape("You are signed out."), http.StatusSeeOther)
+	// The sign-in page says so from a flash under its form token (set
+	// here when the browser has none yet).
+	h.redirectWith(w, r, loginCSRFToken(w, r), "/login", flash{Notice: "You are signed out."})
 }
 
 // ---- /pair ----
@@ -179,72 +189,87 @@ func (h *Handler) pairPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := page{Title: "Pair a machine", SignedIn: true, CSRF: csrfFor(s), Workspaces: admins(ws)}
+	fl := h.takeFlash(w, r, s)
+	fl.apply(&p)
 	code := strings.TrimSpace(r.URL.Query().Get("code"))
 	if code == "" {
+		if m := fl.Minted; m != nil {
+			p.Minted, p.WorkspaceName = &sdk.PairingCode{Code: m.Code, ExpiresAt: m.ExpiresAt}, m.WorkspaceName
+		}
 		h.render(w, r, http.StatusOK, "pair_enter.html", p)
 		return
 	}
 	p.Code = code
 	pc, err := h.client(r, s).GetPairingCode(r.Context(), code)
 	if err != nil {
-		p.Error = pairingError(err)
+		// A refused decision already says why; the code's own state
+		// adds nothing then.
+		if p.Error == "" {
+			p.Error = pairingError(err)
+		}
 		h.render(w, r, statusOr(err, http.StatusBadGateway), "pair.html", p)
 		return
 	}
 	p.Pairing, p.Code, p.WorkspaceName = &pc, pc.Code, workspaceName(ws, pc.WorkspaceID)
+	// The decision just made shows as the result once; a reload shows the
+	// code as it stands.
+	if fl.Result == pc.State {
+		p.Result = fl.Result
+	}
 	h.render(w, r, http.StatusOK, "pair.html", p)
 }
 
+var errNoDecision = errors.New("no decision")
+
+// pairDecide approves or denies a code and answers with a redirect to
+// the code's page (see flash.go), so a reload never decides again.
 func (h *Handler) pairDecide(w http.ResponseWriter, r *http.Request) {
-	s, ws, ok := h.signedIn(w, r)
+	s, _, ok := h.signedIn(w, r)
 	if !ok || !h.checkPost(w, r, s) {
 		return
 	}
-	p := page{Title: "Pair a machine", SignedIn: true, CSRF: csrfFor(s), Workspaces: admins(ws), Code: r.PostFormValue("code")}
+	code := strings.TrimSpace(r.PostFormValue("code"))
 	req := sdk.PairingDecisionRequest{Workspace: r.PostFormValue("workspace")}
 	c := h.client(r, s)
 	var (
 		pc  sdk.PairingCode
 		err error
+		fl  flash
 	)
 	switch r.PostFormValue("action") {
 	case "approve":
-		pc, err = c.ApprovePairingCode(r.Context(), p.Code, req)
+		pc, err = c.ApprovePairingCode(r.Context(), code, req)
 	case "deny":
-		pc, err = c.DenyPairingCode(r.Context(), p.Code, req)
+		pc, err = c.DenyPairingCode(r.Context(), code, req)
 	default:
-		p.Error = "Choose Approve or Deny."
-		h.render(w, r, http.StatusBadRequest, "pair.html", p)
-		return
+		err = errNoDecision
 	}
-	if err != nil {
-		p.Error = pairingError(err)
-		// Show the code as it stands now, if it can still be read.
-		if cur, gerr := c.GetPairingCode(r.Context(), p.Code); gerr == nil {
-			p.Pairing, p.WorkspaceName = &cur, workspaceName(ws, cur.WorkspaceID)
-		}
-		h.render(w, r, statusOr(err, http.StatusBadGateway), "pair.html", p)
-		return
+	switch {
+	case err == errNoDecision:
+		fl.Error = "Choose Approve or Deny."
+	case err != nil:
+		fl.Error = pairingError(err)
+	default:
+		fl.Result = pc.State
 	}
-	p.Pairing, p.Result, p.WorkspaceName = &pc, pc.State, workspaceName(ws, pc.WorkspaceID)
-	h.render(w, r, http.StatusOK, "pair.html", p)
+	h.redirectWith(w, r, s, "/pair?code="+url.QueryEscape(code), fl)
 }
 
-// pairMint is the browser-minted initiation from the page.
+// pairMint is the browser-minted initiation from the page; the code
+// crosses the redirect to the pair page sealed in the flash.
 func (h *Handler) pairMint(w http.ResponseWriter, r *http.Request) {
 	s, ws, ok := h.signedIn(w, r)
 	if !ok || !h.checkPost(w, r, s) {
 		return
 	}
-	p := page{Title: "Pair a machine", SignedIn: true, CSRF: csrfFor(s), Workspaces: admins(ws)}
+	var fl flash
 	pc, err := h.client(r, s).CreateWorkspacePairingCode(r.Context(), r.PostFormValue("workspace"), sdk.WorkspacePairingCodeRequest{})
 	if err != nil {
-		p.Error = pairingError(err)
-		h.render(w, r, statusOr(err, http.StatusBadGateway), "pair_enter.html", p)
-		return
+		fl.Error = pairingError(err)
+	} else {
+		fl.Minted = &mintedCode{Code: pc.Code, ExpiresAt: pc.ExpiresAt, WorkspaceName: workspaceName(ws, pc.WorkspaceID)}
 	}
-	p.Minted, p.WorkspaceName = &pc, workspaceName(ws, pc.WorkspaceID)
-	h.render(w, r, http.StatusCreated, "pair_enter.html", p)
+	h.redirectWith(w, r, s, "/pair", fl)
 }
 
 // pairingError words an API refusal for a person.
@@ -289,44 +314,53 @@ func statusOr(err error, def int) int {
 }
 
 // invitePage shows an invitation's accept button to the signed-in user;
-// the API decides whether the invitation is theirs.
+// the API decides whether the invitation is theirs. A refused accept
+// comes back here with why, once.
 func (h *Handler) invitePage(w http.ResponseWriter, r *http.Request) {
 	s, _, ok := h.signedIn(w, r)
 	if !ok {
 		return
 	}
 	p := page{Title: "Join a workspace", SignedIn: true, CSRF: csrfFor(s), Code: r.URL.Query().Get("token")}
+	h.takeFlash(w, r, s).apply(&p)
 	if p.Code == "" {
 		p.Error = "This link has no invitation in it. Open the whole link you were sent."
 		h.render(w, r, http.StatusBadRequest, "message.html", p)
 		return
 	}
+	if p.Error != "" {
+		h.render(w, r, http.StatusOK, "message.html", p)
+		return
+	}
 	h.render(w, r, http.StatusOK, "invite.html", p)
 }
 
+// inviteAccept answers with a redirect: to the home page, where the new
+// workspace now is, once joined; back to the invitation with why when
+// refused. A reload never accepts again.
 func (h *Handler) inviteAccept(w http.ResponseWriter, r *http.Request) {
 	s, _, ok := h.signedIn(w, r)
 	if !ok || !h.checkPost(w, r, s) {
 		return
 	}
-	p := page{Title: "Join a workspace", SignedIn: true, CSRF: csrfFor(s), Code: r.PostFormValue("token")}
-	res, err := h.client(r, s).AcceptInvitation(r.Context(), p.Code)
+	token := r.PostFormValue("token")
+	res, err := h.client(r, s).AcceptInvitation(r.Context(), token)
 	if err != nil {
+		var msg string
 		switch status(err) {
 		case http.StatusNotFound:
-			p.Error = "This invitation link is not valid."
+			msg = "This invitation link is not valid."
 		case http.StatusGone:
-			p.Error = "This invitation was already used, revoked or has expired. Ask for a new one."
+			msg = "This invitation was already used, revoked or has expired. Ask for a new one."
 		case http.StatusForbidden:
-			p.Error = "This invitation is for another email address. Sign out and sign in as the invited address."
+			msg = "This invitation is for another email address. Sign out and sign in as the invited address."
 		case http.StatusConflict:
-			p.Error = "You are already a member of this workspace."
+			msg = "You are already a member of this workspace."
 		default:
-			p.Error = "The invitation could not be accepted. Try again."
+			msg = "The invitation could not be accepted. Try again."
 		}
-		h.render(w, r, statusOr(err, http.StatusBadGateway), "message.html", p)
+		h.redirectWith(w, r, s, "/invite?token="+url.QueryEscape(token), flash{Error: msg})
 		return
 	}
-	p.Result, p.WorkspaceName = res.Role, res.WorkspaceName
-	h.render(w, r, http.StatusOK, "invite.html", p)
+	h.redirectWith(w, r, s, "/", flash{Notice: "You joined " + res.WorkspaceName + " as " + res.Role + "."})
 }

@@ -81,6 +81,25 @@ func post(t *testing.T, c *http.Client, u string, form url.Values, origin string
 	return resp, string(b)
 }
 
+// submit posts a form as its page does and follows the answer, which for
+// every form is 303 See Other to a page's GET address: it returns that
+// address and the page there.
+func submit(t *testing.T, c *http.Client, u string, form url.Values, origin string) (string, string) {
+	t.Helper()
+	r, b := post(t, c, u, form, origin)
+	if r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("POST %s answered %d, not 303: %s", u, r.StatusCode, b)
+	}
+	loc := r.Header.Get("Location")
+	base, _ := url.Parse(u)
+	next, err := base.Parse(loc)
+	if err != nil {
+		t.Fatalf("POST %s redirected to %q: %v", u, loc, err)
+	}
+	_, body := get(t, c, next.String())
+	return loc, body
+}
+
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 func csrfOf(t *testing.T, body string) string {
@@ -113,8 +132,8 @@ func TestLoginAndPairFormsRefuseForgery(t *testing.T) {
 		t.Fatalf("login request from another origin: %d", r.StatusCode)
 	}
 	// Requesting a link says the same whether or not the account exists.
-	_, known := post(t, c, f.URL+"/login", url.Values{"action": {"request"}, "email": {"owner@example.com"}, "csrf": {loginCSRF}}, f.URL)
-	_, unknown := post(t, c, f.URL+"/login", url.Values{"action": {"request"}, "email": {"nobody@example.com"}, "csrf": {loginCSRF}}, f.URL)
+	_, known := submit(t, c, f.URL+"/login", url.Values{"action": {"request"}, "email": {"owner@example.com"}, "csrf": {loginCSRF}}, f.URL)
+	_, unknown := submit(t, c, f.URL+"/login", url.Values{"action": {"request"}, "email": {"nobody@example.com"}, "csrf": {loginCSRF}}, f.URL)
 	if !strings.Contains(known, "operator") || strings.ReplaceAll(known, "owner@example.com", "X") != strings.ReplaceAll(unknown, "nobody@example.com", "X") {
 		t.Fatalf("link request answers differ:\n%s\n---\n%s", known, unknown)
 	}
@@ -122,8 +141,8 @@ func TestLoginAndPairFormsRefuseForgery(t *testing.T) {
 		t.Fatalf("login link requests %v", f.requests)
 	}
 	// A bad code is refused on the page.
-	if r, b := post(t, c, f.URL+"/login", url.Values{"action": {"code"}, "code": {"rvl_nope"}, "csrf": {loginCSRF}}, f.URL); r.StatusCode != http.StatusUnauthorized || !strings.Contains(b, "unknown, already used or expired") {
-		t.Fatalf("bad code: %d %s", r.StatusCode, b)
+	if loc, b := submit(t, c, f.URL+"/login", url.Values{"action": {"code"}, "code": {"rvl_nope"}, "csrf": {loginCSRF}}, f.URL); loc != "/login" || !strings.Contains(b, "unknown, already used or expired") {
+		t.Fatalf("bad code: %s %s", loc, b)
 	}
 
 	// Sign in; next must stay on this site.
@@ -168,13 +187,13 @@ func TestLoginAndPairFormsRefuseForgery(t *testing.T) {
 	if st, _ := s.Client("").PairingStatus(context.Background(), m.Code, m.StatusToken); st.State != sdk.PairingPending {
 		t.Fatalf("a refused form changed the code: %+v", st)
 	}
-	if r, b := post(t, c, f.URL+"/pair", approve, f.URL); r.StatusCode != http.StatusOK || !strings.Contains(b, `data-state="approved"`) {
-		t.Fatalf("approve: %d %s", r.StatusCode, b)
+	if loc, b := submit(t, c, f.URL+"/pair", approve, f.URL); loc != "/pair?code="+m.Code || !strings.Contains(b, `data-state="approved"`) {
+		t.Fatalf("approve: %s %s", loc, b)
 	}
 	// A second decision on the same code is reported, not applied.
 	approve.Set("action", "deny")
-	if r, b := post(t, c, f.URL+"/pair", approve, f.URL); r.StatusCode != http.StatusConflict || !strings.Contains(b, "cannot be used now") {
-		t.Fatalf("deny after approval: %d %s", r.StatusCode, b)
+	if _, b := submit(t, c, f.URL+"/pair", approve, f.URL); !strings.Contains(b, "cannot be used now") || !strings.Contains(b, "already approved") {
+		t.Fatalf("deny after approval: %s", b)
 	}
 
 	// Without a session the pair page redirects to sign in and back.

@@ -79,20 +79,23 @@ func (h *Handler) teamPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	h.renderTeam(w, r, s, p, http.StatusOK)
+	fl := h.takeFlash(w, r, s)
+	fl.apply(&p.page)
+	p.InviteLink = fl.InviteLink
+	h.renderTeam(w, r, s, p)
 }
 
-func (h *Handler) renderTeam(w http.ResponseWriter, r *http.Request, s string, p teamPage, status int) {
+func (h *Handler) renderTeam(w http.ResponseWriter, r *http.Request, s string, p teamPage) {
 	c := h.client(r, s)
 	ws := p.Workspace.ID
 	p.Title = "Team · " + p.Workspace.Name
 	var err error
 	if p.Members, err = c.ListMembers(r.Context(), ws); err != nil {
-		p.Error = "The members could not be listed: " + apiMessage(err)
+		p.Error = joinErr(p.Error, "The members could not be listed: "+apiMessage(err))
 	}
 	if p.Admin {
 		if p.Invitations, err = c.ListInvitations(r.Context(), ws); err != nil {
-			p.Error = "The invitations could not be listed: " + apiMessage(err)
+			p.Error = joinErr(p.Error, "The invitations could not be listed: "+apiMessage(err))
 		}
 	}
 	names := map[int64]string{}
@@ -101,7 +104,7 @@ func (h *Handler) renderTeam(w http.ResponseWriter, r *http.Request, s string, p
 	}
 	recs, err := c.ListRecords(r.Context(), "/api/resources/"+url.PathEscape(ws)+"/sessions?limit=50")
 	if err != nil {
-		p.Error = "The sessions could not be listed: " + apiMessage(err)
+		p.Error = joinErr(p.Error, "The sessions could not be listed: "+apiMessage(err))
 	}
 	titles := map[string]string{}
 	for i := len(recs) - 1; i >= 0; i-- {
@@ -140,7 +143,7 @@ func (h *Handler) renderTeam(w http.ResponseWriter, r *http.Request, s string, p
 			}
 		}
 	}
-	h.render(w, r, status, "team.html", p)
+	h.render(w, r, http.StatusOK, "team.html", p)
 }
 
 func (h *Handler) pendingAccessRequests(r *http.Request, c *sdk.Client, ws string, titles map[string]string) []accessRequestView {
@@ -188,7 +191,9 @@ func (h *Handler) pendingAccessRequests(r *http.Request, c *sdk.Client, ws strin
 	return list
 }
 
-// teamAction handles the team page's forms.
+// teamAction handles the team page's forms. Whatever happens it answers
+// with a redirect to the team page (see flash.go), so a reload there
+// never sends an invitation twice or changes a role again.
 func (h *Handler) teamAction(w http.ResponseWriter, r *http.Request) {
 	s, p, ok := h.workspaceFor(w, r)
 	if !ok || !h.checkPost(w, r, s) {
@@ -198,53 +203,57 @@ func (h *Handler) teamAction(w http.ResponseWriter, r *http.Request) {
 	ws := p.Workspace.ID
 	f := r.PostFormValue
 	base := "/api/resources/" + url.PathEscape(ws) + "/sessions/"
-	var err error
+	var (
+		out flash
+		err error
+	)
 	switch f("action") {
 	case "invite":
 		var res sdk.InvitationCreatedResponse
 		res, err = c.CreateInvitation(r.Context(), ws, sdk.InvitationCreateRequest{Email: strings.TrimSpace(f("email")), Role: f("role")})
 		if err == nil {
-			p.InviteLink = res.AcceptURL
-			p.Notice = "Invitation created for " + res.Data.Email + ". Give them this single-use link:"
+			out.InviteLink = res.AcceptURL
+			out.Notice = "Invitation created for " + res.Data.Email + ". Give them this single-use link:"
+		} else {
+			out.Form = map[string]string{"invite-email": f("email"), "invite-role": f("role")}
 		}
 	case "revoke-invitation":
 		_, err = c.RevokeInvitation(r.Context(), ws, f("id"))
-		p.Notice = "Invitation revoked."
+		out.Notice = "Invitation revoked."
 	case "role":
 		var uid int64
 		uid, err = strconv.ParseInt(f("user"), 10, 64)
 		if err == nil {
 			err = c.SetMemberRole(r.Context(), ws, uid, f("role"))
 		}
-		p.Notice = "Role changed."
+		out.Notice = "Role changed."
 	case "share":
 		var uid int64
 		uid, err = strconv.ParseInt(f("user"), 10, 64)
 		if err == nil {
 			_, err = c.Do(r.Context(), http.MethodPost, base+url.PathEscape(f("session"))+"/access", map[string]any{"subject_type": "user", "subject_id": uid, "role": f("role")}, nil)
 		}
-		p.Notice = "Session shared."
+		out.Notice = "Session shared."
 	case "unshare":
 		_, err = c.Do(r.Context(), http.MethodDelete, base+url.PathEscape(f("session"))+"/access/"+url.PathEscape(f("entry")), nil, nil)
-		p.Notice = "Access removed."
+		out.Notice = "Access removed."
 	case "request-access":
 		_, err = c.Do(r.Context(), http.MethodPost, base+url.PathEscape(f("session"))+"/access-requests", map[string]any{"requested_role": f("role"), "reason": f("reason")}, nil)
-		p.Notice = "Access requested; an owner, approver or admin of the session decides."
+		out.Notice = "Access requested; an owner, approver or admin of the session decides."
+		if err != nil {
+			out.Form = map[string]string{"ra-reason": f("reason")}
+		}
 	case "decide-access":
 		_, err = c.Do(r.Context(), http.MethodPost, base+url.PathEscape(f("session"))+"/access-requests/"+url.PathEscape(f("id"))+"/decision", map[string]any{"decision": f("decision")}, nil)
-		p.Notice = "Access request " + map[string]string{"approve": "approved", "deny": "denied"}[f("decision")] + "."
+		out.Notice = "Access request " + map[string]string{"approve": "approved", "deny": "denied"}[f("decision")] + "."
 	default:
-		p.Error = "Unknown action."
-		h.renderTeam(w, r, s, p, http.StatusBadRequest)
-		return
+		out.Error = "Unknown action."
 	}
 	if err != nil {
-		p.Notice = ""
-		p.Error = "Refused: " + apiMessage(err)
-		h.renderTeam(w, r, s, p, statusOr(err, http.StatusUnprocessableEntity))
-		return
+		out.Notice = ""
+		out.Error = "Refused: " + apiMessage(err)
 	}
-	h.renderTeam(w, r, s, p, http.StatusOK)
+	h.redirectWith(w, r, s, "/w/"+url.PathEscape(ws)+"/team", out)
 }
 
 func apiMessage(err error) string {

@@ -56,6 +56,22 @@ func TestTeamAndAuditPagesInChromium(t *testing.T) {
 	if l := text(t, ctx, "#invite-link"); !strings.Contains(l, "/invite?token=") || !strings.Contains(text(t, ctx, "#invitations"), "dana@example.com") {
 		t.Fatalf("invite link %q", l)
 	}
+	// The form's answer was a redirect: the browser is at the team page's
+	// own address, and reloading it invites nobody again and shows the
+	// single-use link no more.
+	if loc := location(t, ctx); loc != team {
+		t.Fatalf("after inviting the browser is at %s", loc)
+	}
+	steps(t, ctx, "reload after inviting",
+		chromedp.Reload(),
+		chromedp.WaitVisible(css("#invitations")),
+	)
+	if n := read(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#invite-link, #notice").length`)); n != 0 {
+		t.Fatal("the reloaded page shows the invitation's notice again")
+	}
+	if invs, err := owner.Client.ListInvitations(bg, owner.Workspace); err != nil || len(invs) != 1 {
+		t.Fatalf("invitations after a reload: %d %v", len(invs), err)
+	}
 	steps(t, ctx, "share the session with bob as viewer",
 		chromedp.SetValue(css("#share-user"), strconv.FormatInt(bob.ID, 10)),
 		chromedp.Click(css("#share button")),
@@ -63,6 +79,13 @@ func TestTeamAndAuditPagesInChromium(t *testing.T) {
 	)
 	if a := text(t, ctx, "#acl"); !strings.Contains(a, "bob@example.com") || !strings.Contains(a, "viewer") {
 		t.Fatalf("acl: %q", a)
+	}
+	steps(t, ctx, "reload after sharing",
+		chromedp.Reload(),
+		chromedp.WaitVisible(css("#acl li")),
+	)
+	if n := auditCount(t, owner, "session.access.grant"); n != 1 {
+		t.Fatalf("%d grants audited after one share and a reload", n)
 	}
 	if got, err := bob.Client.GetRecord(bg, "/api/resources/"+owner.Workspace+"/sessions/"+rec.ID); err != nil || got.ID != rec.ID {
 		t.Fatalf("bob cannot read the shared session: %v", err)

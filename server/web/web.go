@@ -9,7 +9,8 @@
 // HttpOnly, SameSite=Lax cookie. State-changing forms are same-origin POSTs
 // carrying a CSRF token derived from that session token (and, before
 // sign-in, a double-submit cookie); an Origin header from elsewhere is
-// refused.
+// refused. Each answers 303 to its page, with the outcome in a sealed,
+// show-once flash cookie (flash.go), so a reload never re-submits.
 package web
 
 import (
@@ -228,6 +229,9 @@ type page struct {
 	WorkspaceName string
 	Result        string // approved, denied
 	Minted        *sdk.PairingCode
+	// Form refills a refused form with what the person typed (from the
+	// flash), by field name.
+	Form map[string]string
 }
 
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, p any) {
