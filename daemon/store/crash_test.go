@@ -136,4 +136,9 @@ func TestAcknowledgedEventsSurviveKill9(t *testing.T) {
 	if err != nil || e.Seq != int64(len(evs))+1 {
 		t.Fatalf("append after recovery: %+v %v", e, err)
 	}
+	// The kill came after several seals (seal.go) and mid-tail: every
+	// event is in exactly one of event_seqs and the tail.
+	if sealed, tail := sealCounts(t, s); sealed+tail != len(evs)+1 || sealed == 0 {
+		t.Fatalf("after recovery %d events are sealed and %d in the tail, want %d in all, some sealed", sealed, tail, len(evs)+1)
+	}
 }
