@@ -99,6 +99,10 @@ func TestPairPagesInChromium(t *testing.T) {
 	if err != nil || st.RelayCredentials == nil || st.RelayCredentials.InstallID != install {
 		t.Fatalf("daemon poll after the page approved: %+v %v", st, err)
 	}
+	// The decision answered with a redirect to the code's own page.
+	if loc := location(t, ctx); loc != pairURL {
+		t.Fatalf("after approving the browser is at %s", loc)
+	}
 	// Reloading shows the decision, with no buttons left.
 	steps(t, ctx, "reload the decided code",
 		chromedp.Navigate(pairURL),
@@ -116,6 +120,18 @@ func TestPairPagesInChromium(t *testing.T) {
 		chromedp.WaitVisible(css("#minted-code")),
 	)
 	code := strings.ReplaceAll(text(t, ctx, "#minted-code"), "-", "")
+	// Minting answered with a redirect to /pair: reloading mints nothing
+	// and shows the code no more.
+	if loc := location(t, ctx); loc != s.URL+"/pair" {
+		t.Fatalf("after minting the browser is at %s", loc)
+	}
+	steps(t, ctx, "reload after minting",
+		chromedp.Reload(),
+		chromedp.WaitVisible(css("#mint")),
+	)
+	if n := read(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#minted-code").length`)); n != 0 {
+		t.Fatal("the reloaded pair page minted or showed a code again")
+	}
 	key2, fp2 := newAnchor(t)
 	claim, err := daemon.ClaimPairingCode(bg, code, sdk.PairingMachineRequest{Name: "unknown-box", AnchorPublicKey: key2})
 	if err != nil {

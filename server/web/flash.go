@@ -36,8 +36,10 @@ const flashCookie = "reeve_flash"
 // followed at once, so a minute is ample and an old one is never shown.
 const flashTTL = time.Minute
 
-// flashTextMax keeps a sealed flash well inside a cookie's 4 KiB.
-const flashTextMax = 1000
+// flashRawMax keeps a sealed flash inside a cookie's 4 KiB (browsers
+// drop a larger cookie whole, and the outcome with it): base64 adds a
+// third, the seal 28 bytes.
+const flashRawMax = 2800
 
 // flash is what a form hands to its page across the redirect.
 type flash struct {
@@ -77,16 +79,42 @@ func flashAEAD(secret string) cipher.AEAD {
 	return g
 }
 
-// clip shortens text for the cookie without splitting a character.
-func clip(s string) string {
-	if len(s) <= flashTextMax {
+// clip shortens text to max bytes without splitting a character.
+func clip(s string, max int) string {
+	if len(s) <= max {
 		return s
 	}
-	s = s[:flashTextMax]
+	s = s[:max]
 	for len(s) > 0 && !utf8.ValidString(s) {
 		s = s[:len(s)-1]
 	}
 	return s + "…"
+}
+
+// encode marshals f small enough for its cookie: long texts are clipped,
+// and if the refill values still do not fit they are left out (the
+// message matters more than the retyping it saves).
+func (f flash) encode() ([]byte, error) {
+	for _, max := range []int{1000, 300, 100} {
+		raw, err := json.Marshal(f.clipped(max, true))
+		if err != nil || len(raw) <= flashRawMax {
+			return raw, err
+		}
+	}
+	return json.Marshal(f.clipped(100, false))
+}
+
+func (f flash) clipped(max int, form bool) flash {
+	f.Notice, f.Error = clip(f.Notice, max), clip(f.Error, max)
+	refill := f.Form
+	f.Form = nil
+	if form && len(refill) > 0 {
+		f.Form = map[string]string{}
+		for k, v := range refill {
+			f.Form[clip(k, 40)] = clip(v, max/4)
+		}
+	}
+	return f
 }
 
 // redirectWith answers a form with 303 to target (a path on this site,
@@ -94,11 +122,7 @@ func clip(s string) string {
 func (h *Handler) redirectWith(w http.ResponseWriter, r *http.Request, secret, target string, f flash) {
 	f.Path, _, _ = strings.Cut(target, "?")
 	f.Exp = h.opts.Now().Add(flashTTL).Unix()
-	f.Notice, f.Error = clip(f.Notice), clip(f.Error)
-	for k, v := range f.Form {
-		f.Form[k] = clip(v)
-	}
-	raw, err := json.Marshal(f)
+	raw, err := f.encode()
 	if err == nil && secret != "" {
 		g := flashAEAD(secret)
 		nonce := make([]byte, g.NonceSize())

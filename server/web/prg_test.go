@@ -3,11 +3,16 @@ package web_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"reeve.dev/reeve/server/servertest"
+	"reeve.dev/reeve/server/web"
 )
 
 // auditCount counts a workspace's audit entries with this action.
@@ -151,5 +156,61 @@ func TestInsightsFormsRedirectToTheFilteredList(t *testing.T) {
 	}
 	if n := auditCount(t, owner, "insights.detect"); n != 1 {
 		t.Fatalf("%d detection runs audited after one press and a reload", n)
+	}
+}
+
+// A flash waits only for the page it names, and not long: another page
+// leaves it alone, and once its minute is over (by the server's clock)
+// it is not shown. An outcome too long for a cookie is clipped, not lost.
+func TestFlashKeepsToItsPageAndExpires(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{})
+	owner := s.NewUser("owner@example.com")
+	u, _ := url.Parse(s.URL)
+	var mu sync.Mutex
+	now := time.Now()
+	h, err := web.New(web.Options{API: httputil.NewSingleHostReverseProxy(u), Now: func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &pagesFront{Server: httptest.NewServer(h)}
+	t.Cleanup(f.Close)
+	c := browserClient(t)
+	signIn(t, s, f, c, owner.Email)
+	team := f.URL + "/w/" + owner.Workspace + "/team"
+	_, body := get(t, c, team)
+	csrf := csrfOf(t, body)
+	refused := url.Values{"csrf": {csrf}, "action": {"invite"}, "email": {"erin@example.com"}, "role": {"emperor"}}
+
+	if r, _ := post(t, c, team, refused, f.URL); r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("refused invite: %d", r.StatusCode)
+	}
+	if _, body := get(t, c, f.URL+"/w/"+owner.Workspace+"/insights"); strings.Contains(body, `id="error"`) {
+		t.Fatalf("the insights page showed the team page's flash: %s", body)
+	}
+	if _, body := get(t, c, team); !strings.Contains(body, "Refused") {
+		t.Fatalf("the team page lost its flash to another page: %s", body)
+	}
+
+	if r, _ := post(t, c, team, refused, f.URL); r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("refused invite: %d", r.StatusCode)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	if _, body := get(t, c, team); strings.Contains(body, `id="error"`) {
+		t.Fatalf("an expired flash was shown: %s", body)
+	}
+
+	huge := url.Values{"csrf": {csrf}, "action": {"request-access"}, "session": {strings.Repeat("s", 3000)}, "role": {"viewer"}, "reason": {strings.Repeat("why ", 2000)}}
+	r, _ := post(t, c, team, huge, f.URL)
+	if fl := flashOf(r); fl == nil || len(fl.Name)+len(fl.Value) > 4000 {
+		t.Fatalf("the flash of a long refusal does not fit a cookie: %v", fl)
+	}
+	if _, body := get(t, c, team); !strings.Contains(body, `id="error"`) {
+		t.Fatalf("a long refusal was lost: %s", body)
 	}
 }
