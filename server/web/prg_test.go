@@ -214,3 +214,20 @@ func TestFlashKeepsToItsPageAndExpires(t *testing.T) {
 		t.Fatalf("a long refusal was lost: %s", body)
 	}
 }
+
+// The sign-in forms answer 303 to the sign-in page too, keeping where to
+// go after; a refusal shows once, with the address typed refilled.
+func TestSignInFormsRedirectWithAFlash(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{})
+	f := newFront(t, s)
+	c := browserClient(t)
+	_, body := get(t, c, f.URL+"/login?next=%2Fpair")
+	tok := csrfOf(t, body)
+	loc, body := submit(t, c, f.URL+"/login", url.Values{"csrf": {tok}, "action": {"request"}, "email": {"nobody"}, "next": {"/pair"}}, f.URL)
+	if loc != "/login?next=%2Fpair" || !strings.Contains(body, "Enter the email address") || !strings.Contains(body, `value="nobody"`) || !strings.Contains(body, `name="next" value="/pair"`) {
+		t.Fatalf("refused link request answered %s with %s", loc, body)
+	}
+	if _, body = get(t, c, f.URL+loc); strings.Contains(body, `id="error"`) || strings.Contains(body, `value="nobody"`) {
+		t.Fatalf("the refusal was shown twice: %s", body)
+	}
+}
