@@ -48,6 +48,9 @@ type insightsPage struct {
 	Packets   []sdk.ReviewPacket
 }
 
+// insightStatuses are the statuses the list filters by, in the order shown.
+var insightStatuses = []string{sdk.InsightOpen, sdk.InsightAccepted, sdk.InsightDismissed, sdk.InsightConverted}
+
 func (h *Handler) insightsPage(w http.ResponseWriter, r *http.Request) {
 	s, tp, ok := h.workspaceFor(w, r)
 	if !ok {
@@ -62,7 +65,7 @@ func (h *Handler) renderInsights(w http.ResponseWriter, r *http.Request, s strin
 	c := h.client(r, s)
 	base := "/api/resources/" + url.PathEscape(p.Workspace.ID)
 	p.Title = "Insights · " + p.Workspace.Name
-	p.Statuses = []string{sdk.InsightOpen, sdk.InsightAccepted, sdk.InsightDismissed, sdk.InsightConverted}
+	p.Statuses = insightStatuses
 	p.Rules = sdk.InsightRules
 	q := r.URL.Query()
 	if f := q.Get("status"); slices.Contains(p.Statuses, f) {
@@ -176,7 +179,7 @@ func (h *Handler) insightsAction(w http.ResponseWriter, r *http.Request) {
 	// else from the address.
 	back := url.Values{}
 	q := r.URL.Query()
-	if st := q.Get("status"); slices.Contains([]string{sdk.InsightOpen, sdk.InsightAccepted, sdk.InsightDismissed, sdk.InsightConverted}, st) {
+	if st := q.Get("status"); slices.Contains(insightStatuses, st) {
 		back.Set("status", st)
 	}
 	if after, perr := strconv.ParseInt(q.Get("after"), 10, 64); perr == nil && after > 0 {
