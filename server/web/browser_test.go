@@ -31,6 +31,23 @@ func read[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	return webtest.Read(t, ctx, a)
 }
 
+// signInAs signs the browser out, opens a login link issued for another
+// person and signs in with it, then opens page and waits for ready: how
+// the page tests look at a page through a second person's eyes.
+func signInAs(t *testing.T, ctx context.Context, link, page, ready string) {
+	t.Helper()
+	steps(t, ctx, "sign in with another person's link and open "+page,
+		chromedp.EmulateViewport(1280, 900),
+		chromedp.Click(css("#logout")),
+		chromedp.WaitVisible(css("#notice")),
+		chromedp.Navigate(link),
+		chromedp.Click(css("#signin")),
+		chromedp.WaitVisible(css(".workspace")),
+		chromedp.Navigate(page),
+		chromedp.WaitVisible(css(ready)),
+	)
+}
+
 func newAnchor(t *testing.T) (string, string) {
 	t.Helper()
 	k, err := ecdh.X25519().GenerateKey(rand.Reader)

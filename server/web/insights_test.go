@@ -178,16 +178,7 @@ func TestInsightsPageInChromium(t *testing.T) {
 
 	// Bob, a member, reads the page; no button changes anything.
 	bl, _ := s.Host.IssueLoginLink(bg, bob.Email)
-	steps(t, ctx, "sign in as bob and open the insights page",
-		chromedp.EmulateViewport(1280, 900),
-		chromedp.Click(css("#logout")),
-		chromedp.WaitVisible(css("#notice")),
-		chromedp.Navigate(bl),
-		chromedp.Click(css("#signin")),
-		chromedp.WaitVisible(css(".workspace")),
-		chromedp.Navigate(page),
-		chromedp.WaitVisible(css("#insights")),
-	)
+	signInAs(t, ctx, bl, page, "#insights")
 	if n := read(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#detect, #insights form, #packets form").length`)); n != 0 {
 		t.Fatalf("a member sees %d forms that change insights", n)
 	}

@@ -119,16 +119,7 @@ func TestTeamAndAuditPagesInChromium(t *testing.T) {
 	// A member who is not an admin sees no invitation form, and a forged
 	// invite is refused by the API.
 	bl, _ := s.Host.IssueLoginLink(bg, bob.Email)
-	steps(t, ctx, "sign in as bob",
-		chromedp.EmulateViewport(1280, 900),
-		chromedp.Click(css("#logout")),
-		chromedp.WaitVisible(css("#notice")),
-		chromedp.Navigate(bl),
-		chromedp.Click(css("#signin")),
-		chromedp.WaitVisible(css(".workspace")),
-		chromedp.Navigate(team),
-		chromedp.WaitVisible(css("#members")),
-	)
+	signInAs(t, ctx, bl, team, "#members")
 	if n := read(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#invite").length`)); n != 0 {
 		t.Fatal("a member sees the invitation form")
 	}
