@@ -269,26 +269,18 @@ func (c *wsConn) checkout(ctx context.Context, directory string) string {
 
 // projectRole is the session role the project's access.yaml gives the
 // client ("" when the project has no file); an invalid file is an error,
-// so that a broken file refuses rather than opens.
+// so that a broken file refuses rather than opens. The rule is
+// sdk.ProjectAccess's, the one the control plane applies to the same
+// session synced (server/api roleOf).
 func projectRole(dir string, claims *accesstoken.Claims) (string, error) {
-	a, err := policy.LoadAccess(dir)
-	if err != nil {
-		return "", err
-	}
+	a := policy.LoadProjectAccess(dir)
 	if a == nil {
 		return "", nil
 	}
-	switch a.RoleFor(claims.Email, claims.Teams) {
-	case policy.AccessViewer:
-		return sdk.SessionViewer, nil
-	case policy.AccessOperator:
-		return sdk.SessionSteerer, nil
-	case policy.AccessApprover:
-		return sdk.SessionApprover, nil
-	case policy.AccessAdmin:
-		return sdk.SessionOwner, nil
+	if a.Invalid != "" {
+		return sdk.SessionNone, errors.New(a.Invalid)
 	}
-	return sdk.SessionNone, nil
+	return a.SessionRole(claims.Email, claims.Teams), nil
 }
 
 // requestSession is the session of a pending permission request.

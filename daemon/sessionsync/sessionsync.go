@@ -62,6 +62,10 @@ type cursor struct {
 	Acked map[string]int64 `json:"acked"`
 	// Published is the session's updated_at last published.
 	Published map[string]time.Time `json:"published"`
+	// Access is the project access (access.yaml) last published with the
+	// session, as its JSON; absent for none. A change to the file is
+	// published on the next pass even when the session has no news.
+	Access map[string]string `json:"access,omitempty"`
 }
 
 // Syncer runs the passes.
@@ -92,7 +96,7 @@ func New(opts Options) (*Syncer, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Syncer{opts: opts, cur: cursor{Acked: map[string]int64{}, Published: map[string]time.Time{}}}
+	s := &Syncer{opts: opts, cur: cursor{Acked: map[string]int64{}, Published: map[string]time.Time{}, Access: map[string]string{}}}
 	b, err := os.ReadFile(opts.CursorFile)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -103,6 +107,11 @@ func New(opts Options) (*Syncer, error) {
 		// what it has and stores nothing twice.
 		if json.Unmarshal(b, &s.cur) != nil || s.cur.Acked == nil || s.cur.Published == nil {
 			s.cur = cursor{Acked: map[string]int64{}, Published: map[string]time.Time{}}
+		}
+		if s.cur.Access == nil {
+			// A cursor from before access was synced: a session whose
+			// project has a file is published again, with it.
+			s.cur.Access = map[string]string{}
 		}
 	}
 	return s, nil
@@ -160,13 +169,14 @@ func (s *Syncer) SyncOnce(ctx context.Context) (int, error) {
 func (s *Syncer) syncSession(ctx context.Context, ss sdk.SyncSession) (int, error) {
 	stored := 0
 	detailed := false
+	access := accessPrint(ss.Access)
 	for {
 		acked := s.cur.Acked[ss.ID]
 		evs, err := s.opts.Source.Events(ctx, ss.ID, acked, s.opts.Batch)
 		if err != nil {
 			return stored, fmt.Errorf("read events: %w", err)
 		}
-		if len(evs) == 0 && s.cur.Published[ss.ID].Equal(ss.UpdatedAt) {
+		if len(evs) == 0 && s.cur.Published[ss.ID].Equal(ss.UpdatedAt) && s.cur.Access[ss.ID] == access {
 			return stored, nil
 		}
 		if d, ok := s.opts.Source.(Detailer); ok && !detailed {
@@ -205,6 +215,11 @@ func (s *Syncer) syncSession(ctx context.Context, ss sdk.SyncSession) (int, erro
 		}
 		stored += res.Stored
 		s.cur.Acked[ss.ID] = res.AckedSeq
+		if access == "" {
+			delete(s.cur.Access, ss.ID)
+		} else {
+			s.cur.Access[ss.ID] = access
+		}
 		if len(evs) < s.opts.Batch {
 			s.cur.Published[ss.ID] = ss.UpdatedAt
 		}
@@ -215,6 +230,16 @@ func (s *Syncer) syncSession(ctx context.Context, ss sdk.SyncSession) (int, erro
 			return stored, nil
 		}
 	}
+}
+
+// accessPrint is a project access as compared between passes: its JSON,
+// "" for none.
+func accessPrint(a *sdk.ProjectAccess) string {
+	if a == nil {
+		return ""
+	}
+	b, _ := json.Marshal(a)
+	return string(b)
 }
 
 func ackedOf(ae *sdk.APIError) (int64, bool) {

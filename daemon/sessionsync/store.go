@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,6 +16,7 @@ import (
 
 	"reeve.dev/reeve/daemon/store"
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/hookbridge/policy"
 	"reeve.dev/reeve/server/sdk"
 )
 
@@ -29,7 +32,8 @@ type StoreSource struct {
 	StateDir func(sessionID string) string
 
 	mu      sync.Mutex
-	digests map[string]fileDigest // path → digest of a file as last seen
+	digests map[string]fileDigest  // path → digest of a file as last seen
+	access  map[string]accessCache // checkout → its access.yaml as last read
 }
 
 // fileDigest is a file's SHA-256 as of its size and modification time, so
@@ -51,16 +55,21 @@ func (s *StoreSource) Sessions(ctx context.Context) ([]sdk.SyncSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	dirs := map[string]string{}
+	type dirInfo struct {
+		name   string
+		access *sdk.ProjectAccess
+	}
+	dirs := map[string]dirInfo{}
 	out := make([]sdk.SyncSession, 0, len(ss))
 	for _, x := range ss {
-		name, ok := dirs[x.DirectoryID]
+		di, ok := dirs[x.DirectoryID]
 		if !ok {
 			if d, err := s.Store.Directory(ctx, x.DirectoryID); err == nil {
-				name = filepath.Base(d.Path)
+				di = dirInfo{name: filepath.Base(d.Path), access: s.projectAccess(d.Path)}
 			}
-			dirs[x.DirectoryID] = name
+			dirs[x.DirectoryID] = di
 		}
+		name := di.name
 		var m wire.Manifest
 		_ = json.Unmarshal(x.Manifest, &m)
 		o := sdk.SyncSession{ID: x.ID, DirectoryName: name, Agent: x.Agent, Model: x.Model, Status: string(x.Status), Turns: m.Turns,
@@ -73,9 +82,45 @@ func (s *StoreSource) Sessions(ctx context.Context) ([]sdk.SyncSession, error) {
 		if s.Branch != nil {
 			o.WorktreeBranch = s.Branch(x)
 		}
+		o.Access = di.access
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// projectAccess is the access.yaml of the checkout at dir, as
+// policy.LoadProjectAccess reads it (nil: none). Every pass asks, and most
+// find the file as it was: its bytes are read (a small file) and compared
+// with those last parsed, so validation runs again only when the file
+// changed — and any change, however quick, is seen.
+func (s *StoreSource) projectAccess(dir string) *sdk.ProjectAccess {
+	data, err := os.ReadFile(filepath.Join(dir, ".reeve", "access.yaml"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return policy.LoadProjectAccess(dir).Bounded() // it refuses, saying why
+	}
+	key := accessKey{exists: err == nil, content: string(data)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.access[dir]; ok && c.key == key {
+		return c.access
+	}
+	a := policy.LoadProjectAccess(dir).Bounded()
+	if s.access == nil {
+		s.access = map[string]accessCache{}
+	}
+	s.access[dir] = accessCache{key: key, access: a}
+	return a
+}
+
+// accessKey is an access.yaml as read: whether it exists and its bytes.
+type accessKey struct {
+	exists  bool
+	content string
+}
+
+type accessCache struct {
+	key    accessKey
+	access *sdk.ProjectAccess
 }
 
 // Detail adds what costs file reads to a session about to be published:

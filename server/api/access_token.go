@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -34,18 +33,13 @@ func (s *Server) accessToken(c *call, target string, exp time.Time) (string, err
 		return "", err
 	}
 	claims := accesstoken.Claims{WorkspaceID: c.ws.ID, RuntimeTargetID: target, WorkspaceRole: c.role, Sessions: map[string]string{}}
-	if u, err := s.st.User(c.ctx(), c.p.UserID); err == nil {
-		claims.Email = u.Email
-	}
-	ps, err := s.principals(c)
+	// The same email and teams the session routes cap a role with
+	// (roleOf), so that the daemon applies access.yaml to the same names.
+	id, err := s.identity(c)
 	if err != nil {
 		return "", err
 	}
-	for _, p := range ps {
-		if g, ok := strings.CutPrefix(p, "group:"); ok {
-			claims.Teams = append(claims.Teams, g)
-		}
-	}
+	claims.Email, claims.Teams = id.email, id.teams
 	if c.role == sdk.RoleOwner || c.role == sdk.RoleAdmin {
 		claims.DefaultSessionRole = sdk.SessionOwner // owners and admins own every session
 	} else {

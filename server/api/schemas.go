@@ -6,7 +6,11 @@ package api
 // OpenAPI document. Fields marked † in the spec (nullable or union types)
 // are never required, because the spec leaves their required flag unshown.
 
-import "strings"
+import (
+	"strings"
+
+	"reeve.dev/reeve/server/sdk"
+)
 
 type schema = map[string]any
 
@@ -51,6 +55,10 @@ func object(required []string, props schema) schema {
 }
 
 func described(s schema, d string) schema { s["description"] = d; return s }
+
+// closed refuses the fields s does not name (a nested shape of a typed
+// body that must not carry anything unseen, such as an access rule).
+func closed(s schema) schema { s["additionalProperties"] = false; return s }
 
 var (
 	tString     = func() schema { return typ("string") }
@@ -117,6 +125,14 @@ func requestSchemas() map[string]schema {
 					"role": schema{"type": "string", "maxLength": 50}, "path": schema{"type": "string", "maxLength": 4096},
 					"sha256": schema{"type": "string", "pattern": "^[0-9a-f]{64}$"}, "size": schema{"type": "integer", "minimum": 0},
 				})},
+				"access": described(closed(object(nil, schema{
+					"default_role": enum("none", "viewer", "operator", "approver", "admin"),
+					"members": schema{"type": "array", "maxItems": sdk.MaxProjectAccessMembers, "items": closed(object([]string{"role"}, schema{
+						"user": schema{"type": "string", "maxLength": sdk.MaxProjectAccessName}, "team": schema{"type": "string", "maxLength": sdk.MaxProjectAccessName},
+						"role": enum("viewer", "operator", "approver", "admin"),
+					}))},
+					"invalid": schema{"type": "string", "maxLength": sdk.MaxProjectAccessInvalid},
+				})), "The project's .reeve/access.yaml, when the session's checkout has one: every member's role on the session is capped by it, as on the daemon (viewer → viewer, operator → steerer, approver → approver, admin → owner; unlisted → default_role, viewer when unset). invalid, when set, says why the file does not validate, and refuses everyone."),
 			}),
 			"upload_mode": enum("full", "redacted", "metadata"),
 			"events": schema{"type": "array", "maxItems": 500, "items": object([]string{"seq", "kind", "ts"}, schema{

@@ -263,6 +263,9 @@ type call struct {
 	// support is what an operator's approved support access opens here
 	// (nil for everyone else); set by supportGate.
 	support *supportGrant
+	// ident is the caller's identity as access.yaml knows it, read once
+	// (identity).
+	ident *callerIdentity
 }
 
 func (c *call) ctx() context.Context { return c.r.Context() }

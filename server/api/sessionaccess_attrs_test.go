@@ -24,6 +24,9 @@ func TestAccessOfAttrsAgrees(t *testing.T) {
 		`{"acl":{}}`,
 		`{"acl":null,"owner_user_id":null,"visibility_scope":""}`,
 		`{"visibility_scope":"workspace","status":"active","source_kind":"cli","steps":[1,2,{"x":null}]}`,
+		`{"project_access":null}`,
+		`{"project_access":{"members":[{"team":"platform","role":"operator"}]}}`,
+		`{"project_access":{"default_role":"none","members":[],"invalid":"bad"},"visibility_scope":"private"}`,
 	} {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(raw), &m); err != nil {
@@ -49,6 +52,9 @@ func TestAccessOfAttrsAgrees(t *testing.T) {
 			case reflect.Interface:
 				into[name] = "any-" + name
 			case reflect.Map:
+			case reflect.Pointer:
+				// project_access: a synced project's access.yaml.
+				into[name] = map[string]any{"default_role": "none", "invalid": "v-invalid", "members": []any{map[string]any{"user": "u@example.com", "role": "viewer"}, map[string]any{"team": "t", "role": "admin"}}}
 			default:
 				t.Fatalf("%s.%s: a field of kind %s; teach accessOfAttrs and this test", typ.Name(), f.Name, f.Type.Kind())
 			}

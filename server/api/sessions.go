@@ -72,6 +72,9 @@ type sessionAccess struct {
 	Team        string              `json:"primary_owning_team_id"`
 	TeamGroupID string              `json:"owning_group_id"`
 	ACL         map[string]aclEntry `json:"acl"`
+	// Project is the project's .reeve/access.yaml of a synced daemon
+	// session (nil: none, nothing capped): it caps every caller's role.
+	Project *sdk.ProjectAccess `json:"project_access"`
 }
 
 func accessOf(raw json.RawMessage) sessionAccess {
@@ -101,6 +104,14 @@ func accessOfAttrs(m map[string]any) sessionAccess {
 				ID: str(e, "id"), SubjectType: str(e, "subject_type"), SubjectID: num(e, "subject_id"),
 				GroupID: str(e, "group_id"), Role: str(e, "role"), GrantedBy: str(e, "granted_by"), GrantedAt: e["granted_at"],
 			}
+		}
+	}
+	if p, ok := m["project_access"].(map[string]any); ok {
+		// Rare (synced sessions of projects with an access.yaml) and
+		// small: read through JSON, by the one definition of its shape.
+		var pa sdk.ProjectAccess
+		if b, err := json.Marshal(p); err == nil && json.Unmarshal(b, &pa) == nil {
+			a.Project = &pa
 		}
 	}
 	if a.Visibility == "" {
@@ -216,18 +227,38 @@ func (s *Server) gateSession(c *call) error {
 
 // sessionRole is the caller's effective role on a session: owner for the
 // workspace's owners and admins and the session's owner, else the highest
-// of the visibility's base (viewer) and the ACL grants that reach them.
+// of the visibility's base (viewer) and the ACL grants that reach them;
+// then capped by the project's access.yaml when the session carries one.
 // groups memoizes share-group membership across sessions of one request.
 func (s *Server) sessionRole(c *call, rec store.Record, groups map[string]bool) (string, error) {
-	if c.role == sdk.RoleOwner || c.role == sdk.RoleAdmin {
-		return sessOwner, nil
-	}
 	return s.roleOf(c, accessOf(rec.Attributes), rec.CreatedBy, groups)
 }
 
 // roleOf is sessionRole for a session whose access is already decoded
 // (a is its access, createdBy its record's creator).
 func (s *Server) roleOf(c *call, a sessionAccess, createdBy string, groups map[string]bool) (string, error) {
+	role, err := s.grantedRole(c, a, createdBy, groups)
+	if err != nil || role == "" || a.Project == nil {
+		return role, err
+	}
+	// The daemon caps a remote client's role by the same file, for the
+	// same claims (email, teams), whatever the workspace role: workspace
+	// owners and admins included (daemon/control roleIn). One rule,
+	// sdk.ProjectAccess, so that REST and the daemon never disagree.
+	id, err := s.identity(c)
+	if err != nil {
+		return "", err
+	}
+	role = a.Project.CapSessionRole(role, id.email, id.teams)
+	if sessionRank(role) == 0 {
+		return "", nil
+	}
+	return role, nil
+}
+
+// grantedRole is the role the control plane's own records give: the
+// workspace role, the session's owner, visibility and ACL.
+func (s *Server) grantedRole(c *call, a sessionAccess, createdBy string, groups map[string]bool) (string, error) {
 	if c.role == sdk.RoleOwner || c.role == sdk.RoleAdmin {
 		return sessOwner, nil
 	}
@@ -270,6 +301,66 @@ func (s *Server) roleOf(c *call, a sessionAccess, createdBy string, groups map[s
 		}
 	}
 	return best, nil
+}
+
+// callerIdentity is who a project's access.yaml knows a user as: their
+// email and their teams, exactly the email and teams claims of the access
+// token a daemon checks (accessToken builds those from this).
+type callerIdentity struct {
+	email string
+	teams []string
+}
+
+// identity reads the caller's identity once per request.
+func (s *Server) identity(c *call) (callerIdentity, error) {
+	if c.ident != nil {
+		return *c.ident, nil
+	}
+	var id callerIdentity
+	if u, err := s.st.User(c.ctx(), c.p.UserID); err == nil {
+		id.email = u.Email
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return id, err
+	}
+	teams, err := s.teamsOf(c)
+	if err != nil {
+		return id, err
+	}
+	id.teams = teams
+	c.ident = &id
+	return id, nil
+}
+
+// teamsOf is the caller's teams as access.yaml names them: each share
+// group they are in, by id and by name (the file's team is a slug, so a
+// group named like one is matched by its name).
+func (s *Server) teamsOf(c *call) ([]string, error) {
+	ps, err := s.principals(c)
+	if err != nil {
+		return nil, err
+	}
+	var teams []string
+	for _, p := range ps {
+		gid, ok := strings.CutPrefix(p, "group:")
+		if !ok {
+			continue
+		}
+		teams = append(teams, gid)
+		g, err := s.st.Record(c.ctx(), c.ws.ID, shareGroups, gid)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var a struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(g.Attributes, &a) == nil && a.Name != "" && a.Name != gid {
+			teams = append(teams, a.Name)
+		}
+	}
+	return teams, nil
 }
 
 // ---- share groups (teams) ----

@@ -137,8 +137,11 @@ func (s *Server) upsertDaemonSession(c *call, tx store.RecordTx, key string, req
 		"daemon_session_id": ss.ID, "directory_name": ss.DirectoryName, "agent": ss.Agent, "model": ss.Model, "status": ss.Status,
 		"turns": ss.Turns, "worktree_branch": ss.WorktreeBranch, "started_at": ss.CreatedAt, "daemon_updated_at": ss.UpdatedAt,
 		"ended_at": ss.EndedAt, "upload_mode": req.UploadMode,
-		"governance": map[string]any{"effective_policy_hash": ss.PolicyHash, "current_policy_hash": ss.CurrentPolicyHash, "mode": ss.Mode, "guarded": ss.Guarded},
-		"adapter":    map[string]any{"agent": ss.Agent, "version": ss.AgentVersion, "command_line": ss.CommandLine, "evidence_files": ss.EvidenceFiles},
+		// The project's access.yaml as the daemon last read it; null
+		// when the checkout has none (roleOf then caps nothing).
+		"project_access": ss.Access,
+		"governance":     map[string]any{"effective_policy_hash": ss.PolicyHash, "current_policy_hash": ss.CurrentPolicyHash, "mode": ss.Mode, "guarded": ss.Guarded},
+		"adapter":        map[string]any{"agent": ss.Agent, "version": ss.AgentVersion, "command_line": ss.CommandLine, "evidence_files": ss.EvidenceFiles},
 	}
 	cur, err := tx.RecordByKey(c.ws.ID, "sessions", key)
 	if errors.Is(err, store.ErrNotFound) {

@@ -44,6 +44,11 @@ type SyncSession struct {
 	AgentVersion  string         `json:"agent_version,omitempty"`
 	CommandLine   []string       `json:"command_line,omitempty"`
 	EvidenceFiles []EvidenceFile `json:"evidence_files,omitempty"`
+	// Access is the project's .reeve/access.yaml, from the checkout the
+	// session runs in, when it has one: the control plane caps every
+	// member's role on the session with it, as the daemon does. Absent,
+	// nothing is capped.
+	Access *ProjectAccess `json:"access,omitempty"`
 }
 
 // EvidenceFile is one file that evidences a session, by digest: its role
