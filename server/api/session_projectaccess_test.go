@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -178,4 +179,48 @@ func file0(role string) string {
 		return ""
 	}
 	return role
+}
+
+// BenchmarkProjectAccessList is a member's list of 100 synced sessions
+// that each carry a 20-member access.yaml rule (capped by it, per
+// session) beside the baseline, the same list of sessions without one,
+// in the same run.
+func BenchmarkProjectAccessList(b *testing.B) {
+	s := servertest.Start(b, servertest.Options{})
+	ctx := context.Background()
+	now := time.Now().UTC()
+	rule := &sdk.ProjectAccess{DefaultRole: sdk.ProjectNone}
+	for j := 0; j < 20; j++ {
+		rule.Members = append(rule.Members, sdk.ProjectAccessMember{User: "u" + itoa(int64(j)) + "@example.com", Role: sdk.ProjectViewer})
+	}
+	rule.Members = append(rule.Members, sdk.ProjectAccessMember{Team: "platform", Role: sdk.ProjectViewer})
+	for _, c := range []struct {
+		name string
+		rule *sdk.ProjectAccess
+	}{{"no-rule-baseline", nil}, {"rule-capped", rule}} {
+		owner := s.NewUser(c.name + "@example.com")
+		member := s.AddMember(owner.Workspace, "m-"+c.name+"@example.com", sdk.RoleMember)
+		team := do(b, s, "POST", "/api/share-groups", owner.Token, `{"name":"platform"}`, api.WorkspaceHeader, owner.Workspace)
+		if team.Status != 201 {
+			b.Fatalf("team: %d %s", team.Status, team.Body)
+		}
+		do(b, s, "POST", "/api/share-groups/"+dataOf(team)["id"].(string)+"/members", owner.Token, map[string]any{"user_id": member.ID}, api.WorkspaceHeader, owner.Workspace)
+		in, err := owner.Client.CreateInstall(ctx, owner.Workspace, "m")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < 100; i++ {
+			if _, err := s.Client(in.IssueToken).SyncSession(ctx, sdk.SyncRequest{Session: sdk.SyncSession{ID: "01ARZ3NDEKTSV4RRFFQ69G5" + fmt.Sprintf("%03d", i), Agent: "claude", Status: "running", CreatedAt: now, UpdatedAt: now, Access: c.rule}, Events: []sdk.SyncEvent{}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				a := do(b, s, "GET", "/api/resources/"+owner.Workspace+"/sessions?limit=100", member.Token, nil)
+				if n := len(a.JSON["data"].([]any)); a.Status != 200 || n != 100 {
+					b.Fatalf("%d: %d sessions", a.Status, n)
+				}
+			}
+		})
+	}
 }

@@ -107,12 +107,15 @@ func accessOfAttrs(m map[string]any) sessionAccess {
 		}
 	}
 	if p, ok := m["project_access"].(map[string]any); ok {
-		// Rare (synced sessions of projects with an access.yaml) and
-		// small: read through JSON, by the one definition of its shape.
-		var pa sdk.ProjectAccess
-		if b, err := json.Marshal(p); err == nil && json.Unmarshal(b, &pa) == nil {
-			a.Project = &pa
+		pa := &sdk.ProjectAccess{DefaultRole: str(p, "default_role"), Invalid: str(p, "invalid")}
+		if ms, ok := p["members"].([]any); ok {
+			pa.Members = make([]sdk.ProjectAccessMember, 0, len(ms))
+			for _, v := range ms {
+				e, _ := v.(map[string]any)
+				pa.Members = append(pa.Members, sdk.ProjectAccessMember{User: str(e, "user"), Team: str(e, "team"), Role: str(e, "role")})
+			}
 		}
+		a.Project = pa
 	}
 	if a.Visibility == "" {
 		a.Visibility = visWorkspace
