@@ -89,7 +89,19 @@ func (s *Server) checkEvidence(c *call, links []sdk.EvidenceLink) ([]store.Evide
 		var err error
 		switch l.Kind {
 		case "session":
-			_, err = s.st.Record(c.ctx(), c.ws.ID, "sessions", l.ID)
+			var rec store.Record
+			if rec, err = s.st.Record(c.ctx(), c.ws.ID, "sessions", l.ID); err == nil {
+				// Linking a session shows it to every reader of the
+				// packet: only one the caller may view (its session
+				// access, capped by the project's access.yaml).
+				ok, verr := s.mayViewSession(c, rec)
+				if verr != nil {
+					return nil, verr
+				}
+				if !ok {
+					return nil, forbidden("evidence %d: you have no access to session %q", i, l.ID)
+				}
+			}
 		case "run":
 			wf, ok := s.st.(store.Workflows)
 			if !ok {
@@ -205,6 +217,11 @@ func (s *Server) evidenceSnapshot(c *call, l store.EvidenceLink) any {
 	switch l.Kind {
 	case "session":
 		if r, err := s.st.Record(c.ctx(), c.ws.ID, "sessions", l.ID); err == nil {
+			// The session as the exporter may see it: a reader of the
+			// packet without access to the session gets only its id.
+			if ok, err := s.mayViewSession(c, r); err != nil || !ok {
+				return map[string]any{"id": r.ID, "withheld": "you have no access to this session"}
+			}
 			return map[string]any{"id": r.ID, "created_at": r.CreatedAt, "updated_at": r.UpdatedAt, "attributes": json.RawMessage(redact.JSON(r.Attributes))}
 		}
 	case "run":

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
@@ -158,6 +159,27 @@ func projectAccessCaps(t *testing.T, s *servertest.Server) {
 	if got := roleProbe(t, s, carol.Token, base, rid); got != "" {
 		t.Fatalf("after refused syncs carol is %q", got)
 	}
+
+	// A review packet is no way around it: linking the session needs a
+	// role on it, and a reader of the packet without one gets only its id.
+	rp := "/api/resources/" + ws + "/review-packets"
+	packet := dataOf(expect(t, do(t, s, "POST", rp, admin.Token, map[string]any{"title": "t", "evidence": []map[string]any{{"kind": "session", "id": rid}}}), 201, "admin links the session"))
+	exported := func(u servertest.User) string {
+		p, _ := dataOf(expect(t, do(t, s, "GET", rp+"/"+packet["id"].(string)+"/export", u.Token, nil), 200, "export"))["payload"].(string)
+		b, err := base64.RawURLEncoding.DecodeString(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if e := exported(carol); !strings.Contains(e, "withheld") || strings.Contains(e, "daemon_session_id") {
+		t.Fatalf("carol's export shows the session: %s", e)
+	}
+	if e := exported(alice); strings.Contains(e, "withheld") || !strings.Contains(e, "daemon_session_id") {
+		t.Fatalf("alice's export hides the session: %s", e)
+	}
+	admin2 := s.AddMember(ws, "admin2@example.com", sdk.RoleAdmin) // unlisted: none
+	expect(t, do(t, s, "POST", rp, admin2.Token, map[string]any{"title": "t", "evidence": []map[string]any{{"kind": "session", "id": rid}}}), 403, "capped admin links the session")
 
 	// The file changes on the machine; the next sync changes the answer.
 	file = &sdk.ProjectAccess{Members: []sdk.ProjectAccessMember{{User: "alice@example.com", Role: sdk.ProjectAdmin}}}

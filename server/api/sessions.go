@@ -237,6 +237,18 @@ func (s *Server) sessionRole(c *call, rec store.Record, groups map[string]bool) 
 	return s.roleOf(c, accessOf(rec.Attributes), rec.CreatedBy, groups)
 }
 
+// mayViewSession reports whether the caller may read a session outside its
+// own routes (a review packet's evidence): a user needs a role on it, as
+// the session gate decides; other principals are held to their routes'
+// own gates, as in gateSession.
+func (s *Server) mayViewSession(c *call, rec store.Record) (bool, error) {
+	if c.p.Kind != auth.KindUser {
+		return true, nil
+	}
+	role, err := s.sessionRole(c, rec, map[string]bool{})
+	return role != "", err
+}
+
 // roleOf is sessionRole for a session whose access is already decoded
 // (a is its access, createdBy its record's creator).
 func (s *Server) roleOf(c *call, a sessionAccess, createdBy string, groups map[string]bool) (string, error) {
