@@ -11,7 +11,6 @@ import (
 
 	"reeve.dev/reeve/hookbridge/policy"
 	"reeve.dev/reeve/server/sdk"
-	"reeve.dev/reeve/server/sdk/accesstoken"
 	"reeve.dev/reeve/server/servertest"
 )
 
@@ -98,18 +97,7 @@ func TestProjectAccessSameOnDaemonAndControlPlane(t *testing.T) {
 		}
 		publish(policy.LoadProjectAccess(dir))
 		for name, u := range users {
-			var rt sdk.RelayTokenResponse
-			if _, err := u.Client.Do(ctx, "POST", "/api/workspaces/"+ws+"/relay-token", map[string]any{"runtime_target_id": in.ID}, &rt); err != nil {
-				t.Fatal(err)
-			}
-			keys, err := u.Client.JWKS(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			claims, err := accesstoken.Verify(rt.Data.AccessToken, keys, ws, in.ID, time.Now())
-			if err != nil {
-				t.Fatal(err)
-			}
+			claims := u.AccessClaims(t, ctx, ws, in.ID)
 			daemon, _ := roleIn(claims, daemonSID, dir, nil)
 			if daemon == "" {
 				daemon = sdk.SessionNone

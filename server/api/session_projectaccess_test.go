@@ -10,7 +10,6 @@ import (
 
 	"reeve.dev/reeve/server/api"
 	"reeve.dev/reeve/server/sdk"
-	"reeve.dev/reeve/server/sdk/accesstoken"
 	"reeve.dev/reeve/server/servertest"
 	"reeve.dev/reeve/server/store/storetest"
 )
@@ -125,18 +124,7 @@ func projectAccessCaps(t *testing.T, s *servertest.Server) {
 				}
 			}
 			// The access token a daemon would check says the same.
-			var rt sdk.RelayTokenResponse
-			if _, err := u.Client.Do(ctx, "POST", "/api/workspaces/"+ws+"/relay-token", map[string]any{"runtime_target_id": in.ID}, &rt); err != nil {
-				t.Fatal(err)
-			}
-			keys, err := u.Client.JWKS(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			claims, err := accesstoken.Verify(rt.Data.AccessToken, keys, ws, in.ID, time.Now())
-			if err != nil {
-				t.Fatal(err)
-			}
+			claims := u.AccessClaims(t, ctx, ws, in.ID)
 			if got, want := file0(claims.SessionRole(daemonSID)), role; name != "owner" && name != "admin" && got != want {
 				t.Errorf("%s: %s's access token names %q, want %q", what, name, got, want)
 			}

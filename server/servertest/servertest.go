@@ -12,6 +12,7 @@ import (
 	"reeve.dev/reeve/server/api"
 	"reeve.dev/reeve/server/host"
 	"reeve.dev/reeve/server/sdk"
+	"reeve.dev/reeve/server/sdk/accesstoken"
 	"reeve.dev/reeve/server/store"
 	"reeve.dev/reeve/server/webhooks"
 )
@@ -152,4 +153,25 @@ func (s *Server) AddMember(workspace, email, role string) User {
 		s.T.Fatalf("add member token: %v", err)
 	}
 	return User{Email: email, ID: u.ID, Token: tok, Workspace: workspace, Client: s.Client(tok)}
+}
+
+// AccessClaims mints the user a relay token for an install, as a browser
+// or SDK client does before it reaches that daemon, and returns the claims
+// the daemon would verify (signature checked against the server's JWKS):
+// what tests compare a REST answer with, for the same person.
+func (u User) AccessClaims(t testing.TB, ctx context.Context, workspace, install string) *accesstoken.Claims {
+	t.Helper()
+	var rt sdk.RelayTokenResponse
+	if _, err := u.Client.Do(ctx, "POST", "/api/workspaces/"+workspace+"/relay-token", map[string]any{"runtime_target_id": install}, &rt); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := u.Client.JWKS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := accesstoken.Verify(rt.Data.AccessToken, keys, workspace, install, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return claims
 }
