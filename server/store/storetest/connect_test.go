@@ -48,8 +48,10 @@ func TestConnectWaitsForAFullServer(t *testing.T) {
 		t.Fatalf("the first connection of %s: %v", role, err)
 	}
 
-	// While it is held, a second one is refused as busy...
-	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	// While it is held, a second one is refused as busy, and goes on
+	// being refused until its context ends (long enough for the server to
+	// answer even on a loaded machine)...
+	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
 	_, err = connectWaiting(short, limited)
 	cancelShort()
 	if err == nil || !busy(err) {

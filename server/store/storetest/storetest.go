@@ -49,21 +49,28 @@ func admin(ctx context.Context) (*sql.DB, error) { return connectWaiting(ctx, ad
 // connectWaiting connects to dbURL. A server that is full (too many
 // clients: test packages running side by side each hold pools of their
 // own) or still starting is waited for until ctx ends, since that passes
-// by itself; any other error is returned at once.
+// by itself; any other error is returned at once. When ctx ends during an
+// attempt after the server had refused as busy, the error carries that
+// refusal: it is why the connection never came.
 func connectWaiting(ctx context.Context, dbURL string) (*sql.DB, error) {
 	db, err := sql.Open("pgx", dbURL)
 	if err != nil {
 		return nil, err
 	}
 	db.SetMaxOpenConns(2)
+	var refused error // the last busy refusal
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		err = db.PingContext(ctx)
 		if err == nil {
 			return db, nil
 		}
 		if !busy(err) {
+			if refused != nil && ctx.Err() != nil {
+				err = fmt.Errorf("%w, after the server refused: %w", err, refused)
+			}
 			break
 		}
+		refused = err
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
