@@ -21,6 +21,12 @@ import (
 // binary under test), each iteration running every case once, so each ratio
 // compares runs under the same load:
 //   - hello: fmt.Println alone;
+//   - hello-cli: hello linking cobra and viper, the command-line and
+//     configuration libraries every reeve command runs through: the floor
+//     of any command line built on them;
+//   - hello-required: hello linking the six libraries reeve is required to
+//     use (cobra, viper, creack/pty, coder/websocket, go-keyring and
+//     kardianos/service);
 //   - hello-deps: a main linking every package reeve's main links, printing
 //     hello: the floor of any command of a binary with reeve's dependencies;
 //   - version: reeve --version;
@@ -35,12 +41,16 @@ import (
 // asserts on time.
 func BenchmarkStartup(b *testing.B) {
 	hello := buildHello(b)
+	helloCLI := buildHelloImporting(b, cliLibraries)
+	helloRequired := buildHelloImporting(b, requiredLibraries)
 	helloDeps := buildHelloDeps(b)
 	stopped := filepath.Join(b.TempDir(), "stopped")
 	running := filepath.Join(b.TempDir(), "running")
 	startForBench(b, running)
 	cases := []startCase{
 		{name: "hello", argv: []string{hello}},
+		{name: "hello-cli", argv: []string{helloCLI}},
+		{name: "hello-required", argv: []string{helloRequired}},
 		{name: "hello-deps", argv: []string{helloDeps}},
 		{name: "version", argv: []string{reeveBin, "--version"}},
 		{name: "status-stopped", argv: []string{reeveBin, "status"}, home: stopped, exit: 3},
@@ -174,22 +184,36 @@ func startupInstructions(b *testing.B, cases []startCase) []int64 {
 	return instrCounts
 }
 
+// The libraries behind the hello-cli and hello-required baselines.
+var (
+	cliLibraries      = []string{"github.com/spf13/cobra", "github.com/spf13/viper"}
+	requiredLibraries = append([]string{"github.com/creack/pty", "github.com/coder/websocket",
+		"github.com/zalando/go-keyring", "github.com/kardianos/service"}, cliLibraries...)
+)
+
 // buildHelloDeps builds the hello-deps baseline: a main package that links
-// what cmd/reeve's main links and only prints. It is placed beside
-// cmd/reeve with an overlay, so that it is built inside the module without
-// writing into the source tree.
+// what cmd/reeve's main links and only prints.
 func buildHelloDeps(b *testing.B) string {
-	wd, err := os.Getwd()
-	if err != nil {
-		b.Fatal(err)
-	}
 	pkg, err := exec.Command("go", "list", "-f", "{{join .Imports \" \"}}", ".").Output()
 	if err != nil {
 		b.Fatalf("go list: %v", err)
 	}
+	return buildHelloImporting(b, strings.Fields(string(pkg)))
+}
+
+// buildHelloImporting builds a hello world that links the packages given
+// (blank imports, so only their package init runs). It is placed beside
+// cmd/reeve with an overlay, so that it is built inside the module, with
+// the module's versions of those packages, without writing into the source
+// tree.
+func buildHelloImporting(b *testing.B, pkgs []string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		b.Fatal(err)
+	}
 	var src strings.Builder
 	src.WriteString("package main\n\nimport (\n\t\"fmt\"\n")
-	for _, p := range strings.Fields(string(pkg)) {
+	for _, p := range pkgs {
 		if p != "fmt" {
 			fmt.Fprintf(&src, "\t_ %q\n", p)
 		}
@@ -207,7 +231,7 @@ func buildHelloDeps(b *testing.B) string {
 	}
 	exe := filepath.Join(tmp, "hellodeps")
 	if out, err := goBuild("-overlay", ovFile, "-o", exe, "./hellodeps").CombinedOutput(); err != nil {
-		b.Fatalf("build hello-deps: %v\n%s", err, out)
+		b.Fatalf("build a hello linking %v: %v\n%s", pkgs, err, out)
 	}
 	return exe
 }
