@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"reeve.dev/reeve/server/auth"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/store"
 )
@@ -38,10 +39,12 @@ func workflowDefinitionRoutes() []Route {
 			summary("Add a version (validated like a new definition); the YAML of the latest version again answers 200 with that version"),
 		typed("GET", it+"/versions/{workflowVersion}", "getWorkflowDefinitionVersion", tag, 200, "WorkflowDefinitionVersionResponse").errs(404).
 			summary("One version with its YAML"),
-		// The same gate as creating one (any member): a definition is the
-		// workspace's shared recipe, and runs keep their own copy of its YAML.
-		typed("DELETE", it, "deleteWorkflowDefinition", tag, 200, "WorkflowDefinitionResponse").errs(404, 409).
-			summary("Delete a definition with all its versions, answering what was deleted; 409 while a run that has not finished (draft, queued, blocked, leased, running, waiting-approval) names it. Finished runs keep the YAML and digest they ran. Audited"),
+		// Any member reaches the route, as for creating one; the handler
+		// then lets only the definition's creator or a workspace admin
+		// delete it: a definition is the workspace's shared recipe, which
+		// one member must not take from the others.
+		typed("DELETE", it, "deleteWorkflowDefinition", tag, 200, "WorkflowDefinitionResponse").errs(403, 404, 409).
+			summary("Delete a definition with all its versions, answering what was deleted; only its creator or a workspace owner or admin may (403 otherwise); 409 while a run that has not finished (draft, queued, blocked, leased, running, waiting-approval) names it. Finished runs keep the YAML and digest they ran. Audited"),
 		// Beside the spec's POST (the decision): the node a worker raised,
 		// where an approver reads what they are asked before deciding.
 		typed("GET", "/api/workflow-runs/{workflowRun}/approvals/{nodeKey}", "getWorkflowRunApproval", "Workflow Runs", 200, "WorkflowApprovalResponse").errs(404).
@@ -307,6 +310,9 @@ func (s *Server) deleteDefinition(c *call) (int, any, error) {
 	d, err := c.loadDefinition(defs)
 	if err != nil {
 		return 0, nil, err
+	}
+	if d.CreatedBy != c.p.Actor() && auth.RoleRank(c.role) < auth.RoleRank(sdk.RoleAdmin) {
+		return 0, nil, forbidden("only the definition's creator (%s) or a workspace owner or admin deletes it", d.CreatedBy)
 	}
 	latest, err := defs.LatestWorkflowDefinitionVersion(c.ctx(), c.ws.ID, d.ID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -238,8 +238,8 @@ func TestReadApprovalNode(t *testing.T) {
 	}
 }
 
-// TestDeleteWorkflowDefinition: any member may delete a definition (the
-// gate of creating one), but not while a run that has not finished
+// TestDeleteWorkflowDefinition: a definition's creator or a workspace
+// admin may delete it, another member may not (403), and nobody while a run that has not finished
 // names it (409 naming the run); the delete is audited, a stranger's is
 // 404 in their workspace and 403 in ours, and a finished run keeps its
 // YAML after the definition is gone.
@@ -262,6 +262,11 @@ func TestDeleteWorkflowDefinition(t *testing.T) {
 	expect(t, do(t, e.s, "DELETE", "/api/resources/"+b.Workspace+"/workflow-definitions/"+d.ID, b.Token, nil), 404, "stranger in their own workspace")
 	expect(t, do(t, e.s, "DELETE", base+"/"+d.ID, e.ex.Credential, nil), 403, "runner credential")
 	expect(t, do(t, e.s, "DELETE", base+"/01ARZ3NDEKTSV4RRFFQ69G5FAV", member.Token, nil), 404, "unknown definition")
+	other := e.s.AddMember(ws, "other@example.com", sdk.RoleMember)
+	refused := expect(t, do(t, e.s, "DELETE", base+"/"+d.ID, other.Token, nil), 403, "another member")
+	if !strings.Contains(string(refused.Body), "creator") {
+		t.Fatalf("403 body: %s", refused.Body)
+	}
 	busy := expect(t, do(t, e.s, "DELETE", base+"/"+d.ID, member.Token, nil), 409, "a queued run names it")
 	if busy.errCode() != sdk.CodeConflict || !strings.Contains(string(busy.Body), run.ID) {
 		t.Fatalf("409 body: %s", busy.Body)
@@ -290,8 +295,13 @@ func TestDeleteWorkflowDefinition(t *testing.T) {
 	if !strings.Contains(string(audit.Body), `"workflow_definition.delete"`) || !strings.Contains(string(audit.Body), "workflow-definitions/"+d.ID) {
 		t.Fatalf("the delete is not audited: %s", audit.Body)
 	}
-	// The name is free again.
-	if _, err := member.Client.CreateWorkflowDefinition(ctx, ws, sdk.WorkflowDefinitionCreateRequest{YAML: yaml}); err != nil {
+	// The name is free again. A workspace admin deletes a member's
+	// definition; another member still may not.
+	again, err := member.Client.CreateWorkflowDefinition(ctx, ws, sdk.WorkflowDefinitionCreateRequest{YAML: yaml})
+	if err != nil {
 		t.Fatalf("create the name again: %v", err)
 	}
+	expect(t, do(t, e.s, "DELETE", base+"/"+again.ID, other.Token, nil), 403, "another member, again")
+	admin := e.s.AddMember(ws, "admin@example.com", sdk.RoleAdmin)
+	expect(t, do(t, e.s, "DELETE", base+"/"+again.ID, admin.Token, nil), 200, "an admin deletes a member's definition")
 }
