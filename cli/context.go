@@ -26,8 +26,8 @@ import (
 // contextOptions are the flags every context command shares; each command
 // adds its own.
 type contextOptions struct {
-	env      *Env
-	cmd      *cobra.Command
+	// daemonCmd holds the home, resolved before the command runs.
+	daemonCmd
 	keyStore string
 	json     bool
 
@@ -46,13 +46,15 @@ func newContextCmd(env *Env) *cobra.Command {
 
 // contextCommand builds one context command: shared flags, then run.
 func contextCommand(env *Env, use, short string, args cobra.PositionalArgs, json bool, flags func(*contextOptions, *cobra.Command), run func(ctx context.Context, o *contextOptions, args []string) error) *cobra.Command {
-	o := &contextOptions{env: env, open: openContextVault}
+	o := &contextOptions{daemonCmd: daemonCmd{env: env}, open: openContextVault}
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  usageArgs(args),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			o.cmd = cmd
+			if err := o.bind(cmd, env); err != nil {
+				return contextExit(err)
+			}
 			return contextExit(run(cmd.Context(), o, a))
 		},
 	}
@@ -69,10 +71,7 @@ func contextCommand(env *Env, use, short string, args cobra.PositionalArgs, json
 // openContextVault opens this home's vault, with the paired control plane
 // when online.
 func openContextVault(o *contextOptions, online bool) (*contextvault.Vault, error) {
-	dir, err := homeDir(o.cmd, o.env)
-	if err != nil {
-		return nil, err
-	}
+	dir := o.home
 	if err := dir.Prepare(); err != nil {
 		return nil, withExit(ExitFailure, err)
 	}
@@ -85,7 +84,7 @@ func openContextVault(o *contextOptions, online bool) (*contextvault.Vault, erro
 	if online {
 		rc, err := dir.ReadRelayCredentials()
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, exitf(ExitUsage, "this machine is not paired with a control plane: run `reeve pair --server URL` first")
+			return nil, exitf(ExitUsage, "this machine is not paired with a control plane: run `%s` first", o.reeve("pair --server URL"))
 		}
 		if err != nil {
 			return nil, withExit(ExitFailure, fmt.Errorf("read the pairing: %w", err))

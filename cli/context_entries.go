@@ -47,7 +47,8 @@ func newContextInitCmd(env *Env) *cobra.Command {
 					fmt.Fprintf(w, "fingerprint %s\n", res.Fingerprint)
 					fmt.Fprintf(w, "private key in %s\n", res.KeyWhere)
 					if res.Device.State == sdk.DevicePending {
-						fmt.Fprintf(w, "on another device of yours, compare this fingerprint and run:\n  reeve context device-enroll-approve %s --fingerprint %s\nthen here: reeve context device-enroll-accept\n", res.Device.ID, res.Fingerprint)
+						// The other device's home is not known here: its command stays bare.
+					fmt.Fprintf(w, "on another device of yours, compare this fingerprint and run:\n  reeve context device-enroll-approve %s --fingerprint %s\nthen here: %s\n", res.Device.ID, res.Fingerprint, o.reeve("context device-enroll-accept"))
 					}
 					if res.Vault != nil {
 						fmt.Fprintf(w, "vault %s (%s) at epoch %d\n", res.Vault.Name, res.Vault.ID, res.Vault.Epoch)
@@ -66,10 +67,8 @@ func newContextStatusCmd(env *Env) *cobra.Command {
 		func(ctx context.Context, o *contextOptions, _ []string) error {
 			online := !offline
 			if online {
-				if dir, err := homeDir(o.cmd, o.env); err == nil {
-					if _, err := dir.ReadRelayCredentials(); err != nil {
-						online = false // status works unpaired
-					}
+				if _, err := o.home.ReadRelayCredentials(); err != nil {
+					online = false // status works unpaired
 				}
 			}
 			return o.with(online, func(v *contextvault.Vault) error {
@@ -79,7 +78,7 @@ func newContextStatusCmd(env *Env) *cobra.Command {
 				}
 				return o.print(st, func(w io.Writer) {
 					if st.DeviceID == "" {
-						fmt.Fprintln(w, "no device: run `reeve context init`")
+						fmt.Fprintf(w, "no device: run `%s`\n", o.reeve("context init"))
 					} else {
 						state := "unknown (offline)"
 						if st.Device != nil {
@@ -136,7 +135,7 @@ func newContextAddCmd(env *Env) *cobra.Command {
 			}
 			e.Body = body
 			return o.with(!noPush, func(v *contextvault.Vault) error {
-				ref, err := onlyVault(v, vault)
+				ref, err := o.onlyVault(v, vault)
 				if err != nil {
 					return err
 				}
@@ -146,7 +145,7 @@ func newContextAddCmd(env *Env) *cobra.Command {
 				}
 				if !noPush {
 					if _, err := v.SyncPush(ctx, ref); err != nil {
-						fmt.Fprintf(o.env.Err, "reeve: kept on this device, not pushed (%v); run `reeve context sync-push`\n", err)
+						fmt.Fprintf(o.env.Err, "reeve: kept on this device, not pushed (%v); run `%s`\n", err, o.reeve("context sync-push"))
 					} else {
 						added.Pushed = true
 					}
@@ -164,7 +163,7 @@ func newContextAddCmd(env *Env) *cobra.Command {
 
 // onlyVault is the vault a command acts on: the one named, or the only
 // vault of the device.
-func onlyVault(v *contextvault.Vault, ref string) (string, error) {
+func (h homeFlag) onlyVault(v *contextvault.Vault, ref string) (string, error) {
 	if ref != "" {
 		return ref, nil
 	}
@@ -182,7 +181,7 @@ func onlyVault(v *contextvault.Vault, ref string) (string, error) {
 		return names[0], nil
 	}
 	if len(names) == 0 {
-		return "", exitf(ExitNotFound, "this device has no vault: create one with `reeve context init --vault NAME`, or accept a shared one with team-grants-accept")
+		return "", exitf(ExitNotFound, "this device has no vault: create one with `%s`, or accept a shared one with team-grants-accept", h.reeve("context init --vault NAME"))
 	}
 	return "", exitf(ExitUsage, "this device has %d vaults (%s): name one with --vault", len(names), strings.Join(names, ", "))
 }
@@ -415,7 +414,7 @@ func newContextPreviewCmd(env *Env) *cobra.Command {
 					if err != nil {
 						return err
 					}
-					if ref, err = onlyVault(v, vault); err != nil {
+					if ref, err = o.onlyVault(v, vault); err != nil {
 						return err
 					}
 					local = &contextvault.Candidate{NewEntry: contextvault.NewEntry{Title: title, Body: body}}

@@ -23,7 +23,7 @@ func newContextEpochPublishCmd(env *Env) *cobra.Command {
 		},
 		func(ctx context.Context, o *contextOptions, _ []string) error {
 			return o.with(true, func(v *contextvault.Vault) error {
-				ref, err := onlyVault(v, vault)
+				ref, err := o.onlyVault(v, vault)
 				if err != nil {
 					return err
 				}
@@ -53,7 +53,7 @@ func newContextEpochRotateCmd(env *Env) *cobra.Command {
 		},
 		func(ctx context.Context, o *contextOptions, _ []string) error {
 			return o.with(true, func(v *contextvault.Vault) error {
-				ref, err := onlyVault(v, vault)
+				ref, err := o.onlyVault(v, vault)
 				if err != nil {
 					return err
 				}
@@ -231,7 +231,7 @@ func newContextTeamGrantCmd(env *Env) *cobra.Command {
 				return exitf(ExitUsage, "--role must be member or owner, got %q", role)
 			}
 			return o.with(true, func(v *contextvault.Vault) error {
-				ref, err := onlyVault(v, vault)
+				ref, err := o.onlyVault(v, vault)
 				if err != nil {
 					return err
 				}
@@ -283,7 +283,7 @@ func newContextRecoveryBackupCmd(env *Env) *cobra.Command {
 			}
 			return contextDo(o, true, func(v *contextvault.Vault) (contextvault.Backup, error) { return v.RecoveryBackup(ctx, k) },
 				func(w io.Writer, b contextvault.Backup) {
-					fmt.Fprintf(w, "backup %d of device %s stored; restore with `reeve context recovery-restore --recovery-key ...`\n", b.Generation, b.DeviceID)
+					fmt.Fprintf(w, "backup %d of device %s stored; restore with `%s`\n", b.Generation, b.DeviceID, o.reeve("context recovery-restore --recovery-key ..."))
 				})
 		})
 }
@@ -316,10 +316,8 @@ func newContextResetCmd(env *Env) *cobra.Command {
 		},
 		func(ctx context.Context, o *contextOptions, _ []string) error {
 			online := true
-			if dir, err := homeDir(o.cmd, o.env); err == nil {
-				if _, err := dir.ReadRelayCredentials(); err != nil {
-					online = false
-				}
+			if _, err := o.home.ReadRelayCredentials(); err != nil {
+				online = false
 			}
 			return o.with(online, func(v *contextvault.Vault) error {
 				done, err := v.DevReset(ctx, sure)

@@ -146,8 +146,9 @@ func TestContextCommands(t *testing.T) {
 	if r := ctxRun(t, h1, "", "status", "--json"); !strings.Contains(r.out, `"has_key": true`) || !strings.Contains(r.out, `"entries": 1`) {
 		t.Fatalf("after a refused reset: %+v", r)
 	}
-	// Unpaired homes are told to pair.
-	if r := ctxRun(t, t.TempDir(), "", "init"); r.code != ExitUsage || !strings.Contains(r.err, "reeve pair") {
+	// Unpaired homes are told to pair, that home (ctxRun passes --home).
+	unpaired := t.TempDir()
+	if r := ctxRun(t, unpaired, "", "init"); r.code != ExitUsage || !strings.Contains(r.err, "`reeve --home "+shellWord(unpaired)+" pair --server URL`") {
 		t.Fatalf("init unpaired: %+v", r)
 	}
 	if r := ctxRun(t, h1, "", "dev-reset-crypto", "--i-understand", "--json"); r.code != ExitOK || !strings.Contains(r.out, "revoked device") {

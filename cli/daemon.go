@@ -161,7 +161,9 @@ func connectHome(env *Env) func(ctx context.Context, dir home.Dir) (Daemon, erro
 		timeout := callTimeout(env)
 		c, _, err := controlclient.FromHome(dir, timeout)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, exitf(ExitNotRunning, "no daemon is running from %s (start one with `reeve start`)", dir)
+			// The hint is added by the command, which knows how its home
+			// was given (homeFlag.apiExit).
+			return nil, fmt.Errorf("%w from %s", controlclient.ErrNoDaemon, dir)
 		}
 		if err != nil {
 			return nil, withExit(ExitFailure, err)
@@ -186,20 +188,33 @@ func callTimeout(env *Env) time.Duration {
 type daemonCmd struct {
 	env  *Env
 	home home.Dir
-	// homeFlag is the --home the command line gave, "" when the home came
-	// from REEVE_HOME or the default.
-	homeFlag string
+	homeFlag
+}
+
+// homeFlag is the --home the command line gave, "" when the home came from
+// REEVE_HOME or the default. Every reeve command line that a hint or
+// message tells the person to run is spelled by its reeve method, so that
+// the command pasted as printed reaches the same home.
+type homeFlag string
+
+// givenHome is the homeFlag of cmd, whose home resolved to dir: dir when
+// --home chose it, else "".
+func givenHome(cmd *cobra.Command, dir home.Dir) homeFlag {
+	if f := cmd.Flags().Lookup("home"); f != nil && f.Changed {
+		return homeFlag(dir)
+	}
+	return ""
 }
 
 // reeve is the command line, with args, that a hint tells the person to
 // run next: it names the home when --home chose it, since the next command
 // would otherwise reach the daemon of another home (REEVE_HOME and the
 // default carry over by themselves).
-func (d *daemonCmd) reeve(args string) string {
-	if d.homeFlag == "" {
+func (h homeFlag) reeve(args string) string {
+	if h == "" {
 		return "reeve " + args
 	}
-	return "reeve --home " + shellWord(d.homeFlag) + " " + args
+	return "reeve --home " + shellWord(string(h)) + " " + args
 }
 
 // shellWord quotes s for a POSIX shell when it needs quoting.
@@ -212,9 +227,14 @@ func shellWord(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// connect reaches the daemon running from the home.
+// connect reaches the daemon running from the home. A failure says what to
+// run next in terms of this command's home (apiExit).
 func (d *daemonCmd) connect(ctx context.Context) (Daemon, error) {
-	return d.env.Connect(ctx, d.home)
+	c, err := d.env.Connect(ctx, d.home)
+	if err != nil {
+		return nil, d.apiExit(err)
+	}
+	return c, nil
 }
 
 // protocol reaches the daemon and opens its control protocol. Close the
@@ -227,7 +247,7 @@ func (d *daemonCmd) protocol(ctx context.Context) (Daemon, Protocol, error) {
 	p, err := c.Protocol(ctx)
 	if err != nil {
 		c.Close()
-		return nil, nil, apiExit(err)
+		return nil, nil, d.apiExit(err)
 	}
 	return c, p, nil
 }
@@ -257,15 +277,13 @@ func (d *daemonCmd) bind(cmd *cobra.Command, env *Env) error {
 		return err
 	}
 	d.home = dir
-	if f := cmd.Flags().Lookup("home"); f != nil && f.Changed {
-		d.homeFlag = string(dir)
-	}
+	d.homeFlag = givenHome(cmd, dir)
 	return nil
 }
 
 // apiExit maps a failure to reach or use the daemon to the exit code the
-// README documents.
-func apiExit(err error) error {
+// README documents; the command lines it suggests name h's home.
+func (h homeFlag) apiExit(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -278,7 +296,7 @@ func apiExit(err error) error {
 	var stopped *wireclient.StoppedError
 	switch {
 	case errors.As(err, &ack):
-		return ackExit(err)
+		return h.ackExit(err)
 	case errors.As(err, &ae):
 		switch ae.Status {
 		case http.StatusUnauthorized, http.StatusForbidden:
@@ -291,13 +309,13 @@ func apiExit(err error) error {
 			return withExit(ExitConflict, err)
 		}
 	case errors.As(err, &stopped):
-		return &ExitError{Code: ExitNotRunning, Err: fmt.Errorf("%w; start it again with `reeve start`", err)}
+		return &ExitError{Code: ExitNotRunning, Err: fmt.Errorf("%w; start it again with `%s`", err, h.reeve("start"))}
 	case errors.Is(err, context.DeadlineExceeded):
-		return &ExitError{Code: ExitUnhealthy, Err: fmt.Errorf("the daemon did not answer in time (%w); see `reeve status`", err)}
+		return &ExitError{Code: ExitUnhealthy, Err: fmt.Errorf("the daemon did not answer in time (%w); see `%s`", err, h.reeve("status"))}
 	case errors.Is(err, controlclient.ErrNoDaemon):
-		return &ExitError{Code: ExitNotRunning, Err: fmt.Errorf("%w (start one with `reeve start`)", err)}
+		return &ExitError{Code: ExitNotRunning, Err: fmt.Errorf("%w (start one with `%s`)", err, h.reeve("start"))}
 	case errors.Is(err, controlclient.ErrUnreachable), errors.Is(err, wireclient.ErrLost):
-		return &ExitError{Code: ExitNotRunning, Err: fmt.Errorf("%w (is the daemon running? see `reeve status`)", err)}
+		return &ExitError{Code: ExitNotRunning, Err: fmt.Errorf("%w (is the daemon running? see `%s`)", err, h.reeve("status"))}
 	}
 	return withExit(ExitFailure, err)
 }

@@ -47,7 +47,7 @@ func runAdd(ctx context.Context, opts *addOptions) error {
 	defer c.Close()
 	res, err := c.AddDirectory(ctx, dir)
 	if err != nil {
-		return apiExit(err)
+		return opts.apiExit(err)
 	}
 	if opts.json {
 		return writeJSON(opts.env.Out, res)
@@ -93,14 +93,14 @@ func runRemove(ctx context.Context, opts *removeOptions) error {
 	defer c.Close()
 	dirs, err := c.ListDirectories(ctx)
 	if err != nil {
-		return apiExit(err)
+		return opts.apiExit(err)
 	}
 	d, ok := findDirectory(dirs, opts.path)
 	if !ok {
 		return exitf(ExitNotFound, "%s is not a registered directory (see `%s`)", opts.path, opts.reeve("list"))
 	}
 	if err := c.RemoveDirectory(ctx, d.ID); err != nil {
-		return apiExit(err)
+		return opts.apiExit(err)
 	}
 	if opts.json {
 		return writeJSON(opts.env.Out, d)
@@ -162,17 +162,17 @@ func runList(ctx context.Context, opts *listOptions) error {
 	defer c.Close()
 	dirs, err := c.ListDirectories(ctx)
 	if err != nil {
-		return apiExit(err)
+		return opts.apiExit(err)
 	}
 	h, err := c.Health(ctx)
 	if err != nil {
-		return apiExit(err)
+		return opts.apiExit(err)
 	}
 	if opts.json {
 		return writeJSON(opts.env.Out, directoryListing{Directories: dirs, ActiveSessions: h.Sessions})
 	}
 	if len(dirs) == 0 {
-		fmt.Fprintln(opts.env.Err, "reeve: no directories registered (add one with `reeve add PATH`)")
+		fmt.Fprintf(opts.env.Err, "reeve: no directories registered (add one with `%s`)\n", opts.reeve("add PATH"))
 	} else {
 		w := tabwriter.NewWriter(opts.env.Out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "ID\tPATH\tADDED")

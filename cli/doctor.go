@@ -107,10 +107,10 @@ func runDoctor(ctx context.Context, opts *doctorOptions) error {
 	}
 	rep.Checks = fileChecks(dir, launchErr == nil && launch.Auth)
 	var relayCheck *doctorCheck
-	if rep.Relay, relayCheck = relayState(ctx, dir, opts.offline); relayCheck != nil {
+	if rep.Relay, relayCheck = opts.relayState(ctx, dir, opts.offline); relayCheck != nil {
 		rep.Checks = append(rep.Checks, *relayCheck)
 	}
-	if c := relayProfileCheck(dir, launch, launchErr); c != nil {
+	if c := opts.relayProfileCheck(dir, launch, launchErr); c != nil {
 		rep.Checks = append(rep.Checks, *c)
 	}
 

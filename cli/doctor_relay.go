@@ -37,7 +37,7 @@ type doctorRelay struct {
 // relayState reads the pairing and, unless offline, asks the control plane
 // who the issue token belongs to: GET /api/runtime/install, a read that
 // changes nothing there, so doctor stays read-only.
-func relayState(ctx context.Context, dir home.Dir, offline bool) (doctorRelay, *doctorCheck) {
+func (h homeFlag) relayState(ctx context.Context, dir home.Dir, offline bool) (doctorRelay, *doctorCheck) {
 	rc, err := dir.ReadRelayCredentials()
 	if errors.Is(err, fs.ErrNotExist) {
 		return doctorRelay{State: "not paired"}, nil
@@ -68,7 +68,7 @@ func relayState(ctx context.Context, dir home.Dir, offline bool) (doctorRelay, *
 		return r, &doctorCheck{Name: "relay credential", OK: true, Detail: fmt.Sprintf("%s accepts install %s", rc.ServerURL, rc.InstallID)}
 	case errors.As(err, &ae) && ae.Status == http.StatusUnauthorized:
 		r.Credential = "refused"
-		r.Detail = "the control plane refuses this install's credential: it was detached, or replaced by a newer pairing of this machine; run `reeve pair` again"
+		r.Detail = "the control plane refuses this install's credential: it was detached, or replaced by a newer pairing of this machine; run `" + h.reeve("pair") + "` again"
 	case errors.As(err, &ae):
 		r.Credential = "refused"
 		r.Detail = fmt.Sprintf("%d %s: %s", ae.Status, ae.Body.Code, ae.Body.Message)
@@ -111,7 +111,7 @@ func describeRelay(r doctorRelay) []string {
 // not launch with the relay profile: it never connects, so the machine is
 // silently offline for the team. Nil when the home is not paired for the
 // relay.
-func relayProfileCheck(dir home.Dir, launch home.Launch, launchErr error) *doctorCheck {
+func (h homeFlag) relayProfileCheck(dir home.Dir, launch home.Launch, launchErr error) *doctorCheck {
 	rc, err := dir.ReadRelayCredentials()
 	if err != nil || rc.Transport != "relay" {
 		return nil
@@ -119,11 +119,11 @@ func relayProfileCheck(dir home.Dir, launch home.Launch, launchErr error) *docto
 	const name = "relay profile"
 	switch {
 	case errors.Is(launchErr, fs.ErrNotExist):
-		return &doctorCheck{Name: name, OK: false, Detail: "paired for the relay but no launch settings are saved; start the daemon with `reeve start --profile relay`"}
+		return &doctorCheck{Name: name, OK: false, Detail: "paired for the relay but no launch settings are saved; start the daemon with `" + h.reeve("start --profile relay") + "`"}
 	case launchErr != nil:
 		return &doctorCheck{Name: name, OK: false, Detail: launchErr.Error()}
 	case launch.Profile != "relay":
-		return &doctorCheck{Name: name, OK: false, Detail: fmt.Sprintf("paired for the relay but the daemon launches with profile %s, so it never connects; run `reeve stop` then `reeve start --profile relay`", launch.Profile)}
+		return &doctorCheck{Name: name, OK: false, Detail: fmt.Sprintf("paired for the relay but the daemon launches with profile %s, so it never connects; run `%s` then `%s`", launch.Profile, h.reeve("stop"), h.reeve("start --profile relay"))}
 	}
 	return &doctorCheck{Name: name, OK: true, Detail: "the daemon launches with the relay profile"}
 }

@@ -30,8 +30,8 @@ type followOptions struct {
 	// running reports whether a daemon still runs from the home, to tell
 	// a lost connection to a live daemon (exit 9) from a stopped one.
 	running func() bool
-	// reeve spells a reeve command line in hints (daemonCmd.reeve).
-	reeve func(args string) string
+	// homeFlag spells the reeve command lines of hints.
+	homeFlag
 }
 
 // follow prints a subscribed session's events until its session-ended
@@ -40,10 +40,7 @@ type followOptions struct {
 // ask, lets the person at the terminal give it with one key.
 func follow(ctx context.Context, env *Env, p Protocol, s Stream, sessionID string, fo followOptions) (wire.SessionEnded, error) {
 	r := &renderer{w: env.Out}
-	if fo.reeve == nil {
-		fo.reeve = func(args string) string { return "reeve " + args }
-	}
-	w := &waits{env: env, p: p, sessionID: sessionID, reeve: fo.reeve, waiting: map[string]wire.PermissionRequest{}, mine: map[string]bool{}}
+	w := &waits{env: env, p: p, sessionID: sessionID, homeFlag: fo.homeFlag, waiting: map[string]wire.PermissionRequest{}, mine: map[string]bool{}}
 	if fo.ask {
 		if f, ok := env.In.(*os.File); ok && isTerminal(f) {
 			w.term = f
@@ -105,13 +102,13 @@ func followLost(sessionID string, err error, fo followOptions) error {
 	case errors.As(err, &stopped):
 		return exitf(ExitNotRunning, "the daemon stopped while following session %s (%s); it interrupts the sessions it runs: start it again with `%s`, then see `%s`", sessionID, stopped.Reason, fo.reeve("start"), fo.reeve("logs "+sessionID))
 	case errors.Is(err, wireclient.ErrLost) && running != nil && running():
-		return exitf(ExitUnhealthy, "lost the daemon while following session %s: %v; it runs but does not answer (see `reeve status`)", sessionID, err)
+		return exitf(ExitUnhealthy, "lost the daemon while following session %s: %v; it runs but does not answer (see `%s`)", sessionID, err, fo.reeve("status"))
 	case errors.Is(err, wireclient.ErrLost):
-		return exitf(ExitNotRunning, "lost the daemon while following session %s: it stopped (%v); see `reeve status`", sessionID, err)
+		return exitf(ExitNotRunning, "lost the daemon while following session %s: it stopped (%v); see `%s`", sessionID, err, fo.reeve("status"))
 	case err == nil:
 		return exitf(ExitNotRunning, "lost the daemon while following session %s", sessionID)
 	}
-	return apiExit(fmt.Errorf("following session %s: %w", sessionID, err))
+	return fo.apiExit(fmt.Errorf("following session %s: %w", sessionID, err))
 }
 
 // waits tracks the permission requests of a followed session: announces
@@ -120,7 +117,7 @@ type waits struct {
 	env       *Env
 	p         Protocol
 	sessionID string
-	reeve     func(args string) string
+	homeFlag
 	// waiting are the requests announced and not yet decided.
 	waiting map[string]wire.PermissionRequest
 	// mine are the requests decided here, whose decision events need no

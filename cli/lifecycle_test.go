@@ -230,7 +230,7 @@ func TestRestartPortInUseHint(t *testing.T) {
 		{"update --yes", func(d daemonCmd) *restartOptions { return (&updateOptions{daemonCmd: d}).restartOptions() }, "`reeve --home HOME restart --listen ADDR`"},
 	} {
 		cmd, _, _ := testCmd(t, &fakeDaemon{})
-		cmd.homeFlag = string(cmd.home)
+		cmd.homeFlag = homeFlag(cmd.home)
 		cmd.env.Executable = func() (string, error) { return script, nil }
 		cmd.home.Prepare()
 		cmd.home.WriteLaunch(home.Launch{Home: string(cmd.home), Listen: "127.0.0.1:7070", Profile: "local"})
@@ -253,7 +253,7 @@ func TestSlowStartIsLeftStarting(t *testing.T) {
 	cmd, _, errb := testCmd(t, &fakeDaemon{})
 	cmd.env.Executable = func() (string, error) { return script, nil }
 	cmd.env.readyWithin = 300 * time.Millisecond
-	err := startDaemon(context.Background(), cmd.env, home.Launch{Home: string(cmd.home), Listen: "127.0.0.1:0", Profile: "local"}, false, "")
+	err := cmd.startDaemon(context.Background(), home.Launch{Home: string(cmd.home), Listen: "127.0.0.1:0", Profile: "local"}, false, "")
 	if exitCode(err) != ExitTimeout || !strings.Contains(err.Error(), "is left starting") || !strings.Contains(err.Error(), "stop --force") {
 		t.Fatalf("exit %d: %v\n%s", exitCode(err), err, errb)
 	}

@@ -167,7 +167,7 @@ func runPair(ctx context.Context, o *pairOptions) error {
 		Worker: o.worker, Transport: o.transport, AutoUnlock: o.autoUnlock, AutoUnlockTTL: ttl,
 	})
 	if err != nil {
-		return pairExit(err, "pairing code")
+		return o.pairExit(err, "pairing code")
 	}
 	code, expires := a.Code()
 	approve := a.ApproveURL()
@@ -183,7 +183,7 @@ func runPair(ctx context.Context, o *pairOptions) error {
 
 	creds, err := a.Wait(ctx, o.interval, time.Now().Add(time.Duration(o.timeout)*time.Second), o.progress())
 	if err != nil {
-		return pairExit(err, "pairing status")
+		return o.pairExit(err, "pairing status")
 	}
 	rc, err := a.Save(creds)
 	if err != nil {
@@ -251,16 +251,16 @@ func (o *pairOptions) progress() func(pairing.State) {
 }
 
 // pairExit maps a failed pairing step to an exit code and a sentence.
-func pairExit(err error, what string) error {
+func (h homeFlag) pairExit(err error, what string) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return exitf(ExitFailure, "pairing interrupted; the code stays valid until it expires")
 	case errors.Is(err, pairing.ErrTimedOut):
-		return exitf(ExitTimeout, "no decision in time; run `reeve pair` again")
+		return exitf(ExitTimeout, "no decision in time; run `%s` again", h.reeve("pair"))
 	case errors.Is(err, pairing.ErrDenied):
 		return withExit(ExitDenied, err)
 	case errors.Is(err, pairing.ErrCollected):
-		return exitf(ExitConflict, "%v; run `reeve pair` again", err)
+		return exitf(ExitConflict, "%v; run `%s` again", err, h.reeve("pair"))
 	}
 	return pairAPIExit(err, what)
 }
@@ -301,7 +301,7 @@ func (o *pairOptions) restartIfRunning(ctx context.Context, relay bool) (bool, e
 	}
 	launch, err := dir.ReadLaunch()
 	if err != nil {
-		return false, withExit(ExitFailure, fmt.Errorf("a daemon is running but its launch configuration cannot be read (%w); run `reeve restart`", err))
+		return false, withExit(ExitFailure, fmt.Errorf("a daemon is running but its launch configuration cannot be read (%w); run `%s`", err, o.reeve("restart")))
 	}
 	if relay && launch.Profile == "local" {
 		launch.Profile = "relay"
@@ -309,10 +309,10 @@ func (o *pairOptions) restartIfRunning(ctx context.Context, relay bool) (bool, e
 	}
 	o.interrupted(ctx, "restarting the daemon to apply the credentials")
 	fmt.Fprintln(o.env.Err, "reeve: restarting the daemon to apply the credentials")
-	if _, err := stopDaemon(ctx, o.env, dir, false, 15*time.Second); err != nil && exitCode(err) != ExitNotRunning {
+	if _, err := o.stopDaemon(ctx, false, 15*time.Second); err != nil && exitCode(err) != ExitNotRunning {
 		return false, err
 	}
-	if err := startDaemon(ctx, o.env, launch, false, "the credentials are saved: start the daemon on a free port with `"+o.reeve("restart --listen ADDR")+"`"); err != nil {
+	if err := o.startDaemon(ctx, launch, false, "the credentials are saved: start the daemon on a free port with `"+o.reeve("restart --listen ADDR")+"`"); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -334,7 +334,7 @@ func (o *pairOptions) persistRelayProfile() error {
 			return o.env.Getenv(k)
 		}})
 		if lerr != nil {
-			fmt.Fprintf(o.env.Err, "reeve: the relay link runs in the relay profile: start the daemon with `reeve start --profile relay` (%v)\n", lerr)
+			fmt.Fprintf(o.env.Err, "reeve: the relay link runs in the relay profile: start the daemon with `%s` (%v)\n", o.reeve("start --profile relay"), lerr)
 			return nil
 		}
 		launch = launchFrom(r)
@@ -345,7 +345,7 @@ func (o *pairOptions) persistRelayProfile() error {
 		return nil
 	}
 	if launch.Profile == "lan" {
-		fmt.Fprintln(o.env.Err, "reeve: the daemon launches with the lan profile, which does not connect to the relay: start it with `reeve start --profile relay`")
+		fmt.Fprintf(o.env.Err, "reeve: the daemon launches with the lan profile, which does not connect to the relay: start it with `%s`\n", o.reeve("start --profile relay"))
 		return nil
 	}
 	from := launch.Profile
@@ -464,7 +464,7 @@ func runPairRotateToken(o *pairRotateOptions) error {
 	}
 	fmt.Fprintf(o.env.Out, "rotated the local API token in %s\n", dir.TokenFile())
 	if running {
-		fmt.Fprintln(o.env.Err, "reeve: the running daemon still uses the old token; run `reeve restart` to apply the new one")
+		fmt.Fprintf(o.env.Err, "reeve: the running daemon still uses the old token; run `%s` to apply the new one\n", o.reeve("restart"))
 	} else {
 		fmt.Fprintln(o.env.Err, "reeve: the daemon is not running; it uses the new token when it starts")
 	}
@@ -521,12 +521,12 @@ func (o *pairOptions) saveWorkerProfile(p worker.Profile, cred worker.Credential
 	}
 	fmt.Fprintf(o.env.Err, "reeve: worker profile saved to %s (transport %s)\n", h.ProfileFile(), p.Transport)
 	if p.Credential == "" {
-		fmt.Fprintf(o.env.Err, "reeve: no runner credential yet: create a managed executor for this worker and pass its credential to `reeve worker start --credential-file FILE`\n")
+		fmt.Fprintf(o.env.Err, "reeve: no runner credential yet: create a managed executor for this worker and pass its credential to `%s`\n", o.reeve("worker start --credential-file FILE"))
 	} else if cred.Source != "" {
 		fmt.Fprintf(o.env.Err, "reeve: the runner credential (from %s) is kept in the worker profile (mode 0600)\n", cred)
 	}
 	if len(p.Workdirs) == 0 {
-		fmt.Fprintln(o.env.Err, "reeve: no --workdir: runs need one (pass --workdir to `reeve worker start`, or pair again with it)")
+		fmt.Fprintf(o.env.Err, "reeve: no --workdir: runs need one (pass --workdir to `%s`, or pair again with it)\n", o.reeve("worker start"))
 	}
 	return h.ProfileFile(), nil
 }

@@ -55,10 +55,10 @@ func runPairUnlock(ctx context.Context, opts *pairUnlockOptions) error {
 	st, err := c.UnlockRemote(ctx, opts.ttl)
 	var ae *controlclient.APIError
 	if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-		return exitf(ExitNotFound, "this daemon has no relay link: pair it (reeve pair) and start it with --profile relay")
+		return exitf(ExitNotFound, "this daemon has no relay link: pair it (`%s`) and start it with --profile relay", opts.reeve("pair"))
 	}
 	if err != nil {
-		return apiExit(err)
+		return opts.apiExit(err)
 	}
 	if opts.json {
 		return writeJSON(opts.env.Out, st)

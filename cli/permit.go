@@ -73,7 +73,7 @@ func runPermitList(ctx context.Context, opts *permitListOptions) error {
 	defer c.Close()
 	pending, err := c.Pending(ctx, opts.session)
 	if err != nil {
-		return apiExit(err)
+		return opts.apiExit(err)
 	}
 	if opts.json {
 		return writeJSON(opts.env.Out, wire.PermissionList{Pending: pending})
@@ -98,7 +98,7 @@ func runPermitDecide(ctx context.Context, opts *permitDecideOptions) error {
 	defer c.Close()
 	d, err := p.RespondPermission(ctx, wire.RespondPermissionRequest{RequestID: opts.requestID, Decision: opts.decision, Reason: opts.reason, Remember: opts.remember})
 	if err != nil {
-		return ackExit(err)
+		return opts.ackExit(err)
 	}
 	if opts.json {
 		return writeJSON(opts.env.Out, d)
@@ -157,14 +157,14 @@ func runAgentMode(ctx context.Context, opts *agentModeOptions) error {
 	defer c.Close()
 	if opts.mode != "" {
 		if err := p.SetMode(ctx, wire.SetModeRequest{SessionID: opts.sessionID, Mode: opts.mode}); err != nil {
-			return ackExit(err)
+			return opts.ackExit(err)
 		}
 	}
 	stop := opts.env.waitingFor("reading the mode of session " + opts.sessionID)
 	m, err := c.Manifest(ctx, opts.sessionID)
 	stop()
 	if err != nil {
-		return apiExit(err)
+		return opts.apiExit(err)
 	}
 	if opts.json {
 		return writeJSON(opts.env.Out, map[string]string{"session_id": m.SessionID, "mode": m.PermissionMode})

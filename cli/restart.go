@@ -64,12 +64,12 @@ func runRestart(ctx context.Context, opts *restartOptions) error {
 		launch.Listen = opts.listen
 	}
 	opts.interrupted(ctx, "restarting the daemon")
-	if _, err := stopDaemon(ctx, opts.env, opts.home, false, time.Duration(opts.timeout)*time.Second); err != nil && exitCode(err) != ExitNotRunning {
+	if _, err := opts.stopDaemon(ctx, false, time.Duration(opts.timeout)*time.Second); err != nil && exitCode(err) != ExitNotRunning {
 		return err
 	}
 	inUse := opts.inUse
 	if inUse == "" {
 		inUse = "pass --listen with another port (it is saved for later restarts)"
 	}
-	return startDaemon(ctx, opts.env, launch, opts.foreground, inUse)
+	return opts.startDaemon(ctx, launch, opts.foreground, inUse)
 }

@@ -115,15 +115,15 @@ func runRun(ctx context.Context, opts *runOptions) error {
 	defer c.Close()
 	added, err := c.AddDirectory(ctx, dir)
 	if err != nil {
-		return apiExit(err)
+		return opts.apiExit(err)
 	}
 	p, err := c.Protocol(ctx)
 	if err != nil {
-		return apiExit(err)
+		return opts.apiExit(err)
 	}
 	si, err := p.Launch(ctx, wire.LaunchRequest{Directory: added.Directory.ID, Prompt: opts.prompt, Agent: opts.agent, Model: opts.model, Mode: opts.mode})
 	if err != nil {
-		return ackExit(err)
+		return opts.ackExit(err)
 	}
 	fmt.Fprintf(opts.env.Err, "reeve: session %s started: agent %s in %s\n", si.ID, si.Agent, si.Workdir)
 	if !opts.wait && !opts.attach {
@@ -141,7 +141,7 @@ func runRun(ctx context.Context, opts *runOptions) error {
 	if err != nil {
 		return err
 	}
-	return finishWait(wctx, opts.env, c, end, opts.json && !opts.attach)
+	return opts.finishWait(wctx, c, end, opts.json && !opts.attach)
 }
 
 // existingDir is the absolute path of a directory that must exist: a
@@ -161,11 +161,12 @@ func existingDir(p string) (string, error) {
 }
 
 // finishWait reports how a waited-for session ended and sets the exit code.
-func finishWait(ctx context.Context, env *Env, c Daemon, end wire.SessionEnded, asJSON bool) error {
+func (d *daemonCmd) finishWait(ctx context.Context, c Daemon, end wire.SessionEnded, asJSON bool) error {
+	env := d.env
 	if asJSON {
 		si, err := c.Session(ctx, end.SessionID)
 		if err != nil {
-			return apiExit(err)
+			return d.apiExit(err)
 		}
 		if err := writeJSON(env.Out, si); err != nil {
 			return err
@@ -195,10 +196,10 @@ func (o *runOptions) ensureDaemon(ctx context.Context) error {
 		for i, c := range o.ignored {
 			parts[i] = describeChange(c)
 		}
-		fmt.Fprintf(o.env.Err, "reeve: starting with the saved launch settings of %s; not applied: %s (use `reeve start` to change them)\n", o.home.LaunchFile(), strings.Join(parts, "; "))
+		fmt.Fprintf(o.env.Err, "reeve: starting with the saved launch settings of %s; not applied: %s (use `%s` to change them)\n", o.home.LaunchFile(), strings.Join(parts, "; "), o.reeve("start"))
 	}
 	inUse := "set listen in the config file (--config FILE) or REEVE_LISTEN to a free port, or start the daemon yourself with `" + o.reeve("start --listen ADDR") + "`"
-	if err := startDaemon(ctx, o.env, o.launch, false, inUse); err != nil && !errors.Is(err, errAlreadyRunning) {
+	if err := o.startDaemon(ctx, o.launch, false, inUse); err != nil && !errors.Is(err, errAlreadyRunning) {
 		return err
 	}
 	return nil

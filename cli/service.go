@@ -125,7 +125,7 @@ func runServiceInstall(ctx context.Context, o *serviceOptions) error {
 	start := !o.noStart && a.Root == ""
 	if locked, _ := o.home.Locked(); start && locked {
 		start = false
-		fmt.Fprintf(o.env.Err, "reeve: a daemon is already running from %s; the unit starts it from the next login (to hand it over now: `reeve stop`, then start the unit)\n", o.home)
+		fmt.Fprintf(o.env.Err, "reeve: a daemon is already running from %s; the unit starts it from the next login (to hand it over now: `%s`, then start the unit)\n", o.home, o.reeve("stop"))
 	}
 	rep, err := autostart.Install(ctx, a, start)
 	if err != nil {
@@ -138,7 +138,7 @@ func runServiceInstall(ctx context.Context, o *serviceOptions) error {
 		fmt.Fprintf(o.env.Out, "%s\n", s)
 	}
 	if a.Root == "" {
-		fmt.Fprintf(o.env.Err, "reeve: the daemon starts with the launch settings saved in %s; `reeve start` flags change them\n", o.home.LaunchFile())
+		fmt.Fprintf(o.env.Err, "reeve: the daemon starts with the launch settings saved in %s; `%s` flags change them\n", o.home.LaunchFile(), o.reeve("start"))
 	}
 	return nil
 }
@@ -179,7 +179,7 @@ func runServiceStatus(ctx context.Context, o *serviceOptions) error {
 		if st.Installed {
 			state = fmt.Sprintf("installed, %s, %s", yesNo(st.Enabled, "enabled", "disabled"), yesNo(st.Running, "running", "not running"))
 			if !st.Current {
-				state += " (written for another executable or home: run `reeve service install` again)"
+				state += " (written for another executable or home: run `" + o.reeve("service install") + "` again)"
 			}
 		}
 		fmt.Fprintf(o.env.Out, "%s %s unit %s: %s\n", st.Scope, st.Platform, st.Unit, state)

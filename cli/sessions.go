@@ -48,7 +48,7 @@ func runSend(ctx context.Context, opts *sendOptions) error {
 	}
 	defer c.Close()
 	if err := p.Prompt(ctx, wire.PromptRequest{SessionID: opts.sessionID, Text: opts.prompt}); err != nil {
-		return ackExit(err)
+		return opts.ackExit(err)
 	}
 	fmt.Fprintf(opts.env.Err, "reeve: prompt sent to %s (follow it with `%s`)\n", opts.sessionID, opts.reeve("attach "+opts.sessionID))
 	return nil
@@ -119,7 +119,7 @@ func runLogs(ctx context.Context, opts *logsOptions) error {
 func (opts *logsOptions) printStored(ctx context.Context, c Daemon) error {
 	si, err := c.Session(ctx, opts.sessionID)
 	if err != nil {
-		return apiExit(err)
+		return opts.apiExit(err)
 	}
 	if si.LastSeq <= opts.lastSeq {
 		return nil
@@ -131,17 +131,17 @@ func (opts *logsOptions) printStored(ctx context.Context, c Daemon) error {
 			return fmt.Errorf("write events: %w", ferr)
 		}
 		if err != nil {
-			return timeoutExit(ctx, apiExit(err), "session "+opts.sessionID)
+			return timeoutExit(ctx, opts.apiExit(err), "session "+opts.sessionID)
 		}
 		return nil
 	}
 	p, err := c.Protocol(ctx)
 	if err != nil {
-		return apiExit(err)
+		return opts.apiExit(err)
 	}
 	s, err := p.Subscribe(ctx, opts.sessionID, opts.lastSeq)
 	if err != nil {
-		return timeoutExit(ctx, ackExit(err), "session "+opts.sessionID)
+		return timeoutExit(ctx, opts.ackExit(err), "session "+opts.sessionID)
 	}
 	w := bufio.NewWriterSize(opts.env.Out, 64<<10)
 	r := &renderer{w: w}
@@ -181,15 +181,15 @@ func (opts *logsOptions) printStored(ctx context.Context, c Daemon) error {
 func (d *daemonCmd) followSession(ctx context.Context, c Daemon, sessionID string, afterSeq int64, fo followOptions) (wire.SessionEnded, error) {
 	si, err := c.Session(ctx, sessionID)
 	if err != nil {
-		return wire.SessionEnded{}, apiExit(err)
+		return wire.SessionEnded{}, d.apiExit(err)
 	}
 	p, err := c.Protocol(ctx)
 	if err != nil {
-		return wire.SessionEnded{}, apiExit(err)
+		return wire.SessionEnded{}, d.apiExit(err)
 	}
 	s, err := p.Subscribe(ctx, sessionID, afterSeq)
 	if err != nil {
-		return wire.SessionEnded{}, timeoutExit(ctx, ackExit(err), "session "+sessionID)
+		return wire.SessionEnded{}, timeoutExit(ctx, d.ackExit(err), "session "+sessionID)
 	}
 	fo.history = si.LastSeq
 	if pending, err := c.Pending(ctx, sessionID); err == nil {
@@ -199,7 +199,7 @@ func (d *daemonCmd) followSession(ctx context.Context, c Daemon, sessionID strin
 		}
 	}
 	fo.running = func() bool { locked, err := d.home.Locked(); return err == nil && locked }
-	fo.reeve = d.reeve
+	fo.homeFlag = d.homeFlag
 	end, err := follow(ctx, d.env, p, s, sessionID, fo)
 	if err != nil {
 		return end, timeoutExit(ctx, err, "session "+sessionID)
@@ -264,7 +264,7 @@ func runWait(ctx context.Context, opts *waitOptions) error {
 	defer c.Close()
 	si, err := c.Session(ctx, opts.sessionID)
 	if err != nil {
-		return apiExit(err)
+		return opts.apiExit(err)
 	}
 	wctx, cancel := withTimeout(ctx, opts.timeout)
 	defer cancel()
@@ -273,7 +273,7 @@ func runWait(ctx context.Context, opts *waitOptions) error {
 	if err != nil {
 		return err
 	}
-	return finishWait(ctx, opts.env, c, end, opts.json)
+	return opts.finishWait(ctx, c, end, opts.json)
 }
 
 type lsOptions struct {
@@ -351,7 +351,7 @@ func runLs(ctx context.Context, opts *lsOptions) error {
 		// that looks like a directory without sessions.
 		dirs, err := c.ListDirectories(ctx)
 		if err != nil {
-			return apiExit(err)
+			return opts.apiExit(err)
 		}
 		d, ok := findDirectory(dirs, opts.directory)
 		if !ok {
@@ -364,7 +364,7 @@ func runLs(ctx context.Context, opts *lsOptions) error {
 	res, found, err := p.List(ctx, wire.ListRequest{Scope: scope, DirectoryID: dirID, Agent: opts.agent})
 	stop()
 	if err != nil {
-		return ackExit(err)
+		return opts.ackExit(err)
 	}
 	if scope == wire.ScopeDiscovered && opts.directory != "" {
 		fmt.Fprintln(opts.env.Err, "reeve: --directory applies to reeve's sessions; discovered sessions are not in registered directories")
@@ -463,7 +463,7 @@ func runSessionStop(ctx context.Context, opts *sessionStopOptions) error {
 	}
 	defer c.Close()
 	if err := p.Kill(ctx, wire.KillRequest{SessionID: opts.sessionID}); err != nil {
-		return ackExit(err)
+		return opts.ackExit(err)
 	}
 	fmt.Fprintf(opts.env.Err, "reeve: stopping session %s\n", opts.sessionID)
 	return nil
@@ -479,7 +479,7 @@ func runManifest(ctx context.Context, opts *manifestOptions) error {
 	m, err := c.Manifest(ctx, opts.sessionID)
 	stop()
 	if err != nil {
-		return apiExit(err)
+		return opts.apiExit(err)
 	}
 	if opts.json {
 		return writeJSON(opts.env.Out, m)

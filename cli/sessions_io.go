@@ -12,11 +12,12 @@ import (
 	"reeve.dev/reeve/daemon/wire"
 )
 
-// ackExit maps a refused control request to an exit code.
-func ackExit(err error) error {
+// ackExit maps a refused control request to an exit code; other failures
+// go to apiExit.
+func (h homeFlag) ackExit(err error) error {
 	var ae *wire.AckError
 	if !errors.As(err, &ae) {
-		return apiExit(err)
+		return h.apiExit(err)
 	}
 	switch ae.Code {
 	case wire.CodeNotFound:

@@ -254,24 +254,29 @@ func (o *setupOptions) apply(ctx context.Context, c setupChoices) error {
 			fmt.Fprintf(o.env.Err, "reeve: auto-start unit installed at %s\n", rep.AutoStartUnit)
 		}
 	}
-	homeFlag := ""
-	if def, err := config.DefaultHome(o.env.Getenv, nil); err != nil || def != c.Home {
-		if o.env.Getenv("REEVE_HOME") != c.Home {
-			homeFlag = " --home " + c.Home
-		}
+	// The next steps name the home when a bare command would reach
+	// another: the one REEVE_HOME names, else the default. The home may
+	// have been chosen at the prompt rather than by --home.
+	var h homeFlag
+	bare := o.env.Getenv("REEVE_HOME")
+	if bare == "" {
+		bare, _ = config.DefaultHome(o.env.Getenv, nil)
+	}
+	if bare != c.Home {
+		h = homeFlag(c.Home)
 	}
 	if locked, _ := dir.Locked(); locked {
 		if changed {
-			rep.Next = append(rep.Next, "reeve restart"+homeFlag+"  (the running daemon applies the new config on restart)")
+			rep.Next = append(rep.Next, h.reeve("restart")+"  (the running daemon applies the new config on restart)")
 		}
 	} else if rep.AutoStartUnit == "" {
-		rep.Next = append(rep.Next, "reeve start"+homeFlag)
+		rep.Next = append(rep.Next, h.reeve("start"))
 	}
-	rep.Next = append(rep.Next, "reeve install"+homeFlag+"  (shell completions and man pages)")
+	rep.Next = append(rep.Next, h.reeve("install")+"  (shell completions and man pages)")
 	if c.Server != "" {
-		rep.Next = append(rep.Next, "reeve pair --server "+c.Server+homeFlag)
+		rep.Next = append(rep.Next, h.reeve("pair --server "+shellWord(c.Server)))
 	}
-	rep.Next = append(rep.Next, "reeve run --prompt \"...\""+homeFlag)
+	rep.Next = append(rep.Next, h.reeve(`run --prompt "..."`))
 	if o.json {
 		return writeJSON(o.env.Out, rep)
 	}

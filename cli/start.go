@@ -23,7 +23,8 @@ import (
 )
 
 type startOptions struct {
-	env        *Env
+	// daemonCmd is bound from the resolved launch's home.
+	daemonCmd
 	foreground bool
 	// launch is the configuration, resolved from the flags, the
 	// environment, the config file and the persisted launch before the
@@ -33,7 +34,7 @@ type startOptions struct {
 }
 
 func newStartCmd(env *Env) *cobra.Command {
-	opts := &startOptions{env: env}
+	opts := &startOptions{}
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start the daemon (supervisor and worker), in the background by default",
@@ -50,6 +51,8 @@ setting left unset keeps its saved value.`,
 				return configExit(err)
 			}
 			opts.launch, opts.changes = resolved.Launch, resolved.Changes
+			dir := home.Dir(opts.launch.Home)
+			opts.daemonCmd = daemonCmd{env: env, home: dir, homeFlag: givenHome(cmd, dir)}
 			if err := applyKeyStore(cmd, env, home.Dir(opts.launch.Home)); err != nil {
 				return err
 			}
@@ -78,7 +81,7 @@ func runStart(ctx context.Context, opts *startOptions) error {
 	if locked, _ := home.Dir(opts.launch.Home).Locked(); !locked {
 		reportLaunchChanges(opts.env.Err, home.Dir(opts.launch.Home), opts.changes)
 	}
-	return startDaemon(ctx, opts.env, opts.launch, opts.foreground, "pass --listen with another port (--listen 127.0.0.1:0 picks a free one)")
+	return opts.startDaemon(ctx, opts.launch, opts.foreground, "pass --listen with another port (--listen 127.0.0.1:0 picks a free one)")
 }
 
 // errAlreadyRunning is a start refused because a daemon already runs from
@@ -116,8 +119,9 @@ func checkLaunch(l home.Launch) error {
 // startDaemon validates the launch, persists it and starts the supervisor,
 // then waits until the worker reports it is listening or why it is not.
 // inUse says, in the terms of the calling command, how to choose another
-// address when the one launched is taken.
-func startDaemon(ctx context.Context, env *Env, l home.Launch, foreground bool, inUse string) error {
+// address when the one launched is taken. The launch's home is d's.
+func (d *daemonCmd) startDaemon(ctx context.Context, l home.Launch, foreground bool, inUse string) error {
+	env := d.env
 	if err := checkLaunch(l); err != nil {
 		return err
 	}
@@ -132,7 +136,7 @@ func startDaemon(ctx context.Context, env *Env, l home.Launch, foreground bool, 
 		if p, err := home.ReadPID(dir.SupervisorPIDFile()); err == nil {
 			pid = fmt.Sprintf(" (supervisor pid %d)", p.PID)
 		}
-		return &ExitError{Code: ExitConflict, Err: alreadyRunning{fmt.Sprintf("a daemon is already running from %s%s; use `reeve restart` to apply new settings", dir, pid)}}
+		return &ExitError{Code: ExitConflict, Err: alreadyRunning{fmt.Sprintf("a daemon is already running from %s%s; use `%s` to apply new settings", dir, pid, d.reeve("restart"))}}
 	}
 	// The launch is persisted by the supervisor once it holds the home's
 	// lock: written here, a start that loses the race would overwrite the
@@ -142,9 +146,9 @@ func startDaemon(ctx context.Context, env *Env, l home.Launch, foreground bool, 
 		return withExit(ExitFailure, fmt.Errorf("locate the reeve executable: %w", err))
 	}
 	if foreground {
-		return runSupervisorForeground(ctx, env, dir, l, exe, inUse)
+		return d.runSupervisorForeground(ctx, dir, l, exe, inUse)
 	}
-	return spawnSupervisor(ctx, env, dir, l, exe, inUse)
+	return d.spawnSupervisor(ctx, dir, l, exe, inUse)
 }
 
 // envLaunch carries the launch from `start` to its supervisor.
@@ -152,9 +156,10 @@ const envLaunch = "REEVE_LAUNCH"
 
 // runSupervisorForeground runs the supervisor in this process, logging to
 // stderr, until interrupted.
-func runSupervisorForeground(ctx context.Context, env *Env, dir home.Dir, l home.Launch, exe, inUse string) error {
+func (d *daemonCmd) runSupervisorForeground(ctx context.Context, dir home.Dir, l home.Launch, exe, inUse string) error {
+	env := d.env
 	r, w := io.Pipe()
-	go reportReadiness(env, dir, l, bufio.NewReader(r), nil, inUse)
+	go d.reportReadiness(dir, l, bufio.NewReader(r), nil, inUse)
 	err := supervisor.Run(ctx, supervisor.Options{
 		Home: dir, Executable: exe, WorkerArgs: workerArgs(dir), Log: env.Err, Status: w, Launch: &l,
 	})
@@ -167,7 +172,7 @@ func runSupervisorForeground(ctx context.Context, env *Env, dir home.Dir, l home
 
 // spawnSupervisor starts a detached supervisor process and reads its first
 // readiness report from a pipe passed as file descriptor 3.
-func spawnSupervisor(ctx context.Context, env *Env, dir home.Dir, l home.Launch, exe, inUse string) error {
+func (d *daemonCmd) spawnSupervisor(ctx context.Context, dir home.Dir, l home.Launch, exe, inUse string) error {
 	launch, err := json.Marshal(l)
 	if err != nil {
 		return withExit(ExitFailure, err)
@@ -204,7 +209,7 @@ func spawnSupervisor(ctx context.Context, env *Env, dir home.Dir, l home.Launch,
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 
-	err = reportReadiness(env, dir, l, bufio.NewReader(statusR), exited, inUse)
+	err = d.reportReadiness(dir, l, bufio.NewReader(statusR), exited, inUse)
 	if exitCode(err) == ExitTimeout {
 		// Still starting, not failed: the first open after an upgrade
 		// migrates the event log, which on a long log outlasts the wait.
@@ -233,7 +238,8 @@ const readyWithin = 60 * time.Second
 
 // reportReadiness waits for the readiness line and tells the user the
 // outcome, with progress on a slow start.
-func reportReadiness(env *Env, dir home.Dir, l home.Launch, r *bufio.Reader, exited <-chan struct{}, inUse string) error {
+func (d *daemonCmd) reportReadiness(dir home.Dir, l home.Launch, r *bufio.Reader, exited <-chan struct{}, inUse string) error {
+	env := d.env
 	linec := make(chan []byte, 1)
 	go func() {
 		line, _ := r.ReadBytes('\n')
@@ -271,8 +277,8 @@ func reportReadiness(env *Env, dir home.Dir, l home.Launch, r *bufio.Reader, exi
 		case <-tick.C:
 			fmt.Fprintln(env.Err, "reeve: waiting for the daemon to start...")
 		case <-deadline:
-			return exitf(ExitTimeout, "the daemon did not report ready within %s and is left starting (a first start after an upgrade migrates a long event log, which takes a while); `reeve --home %s status` says when it runs, `reeve --home %s stop --force` ends it; see %s",
-				within, shellWord(string(dir)), shellWord(string(dir)), dir.LogFile())
+			return exitf(ExitTimeout, "the daemon did not report ready within %s and is left starting (a first start after an upgrade migrates a long event log, which takes a while); `%s` says when it runs, `%s` ends it; see %s",
+				within, d.reeve("status"), d.reeve("stop --force"), dir.LogFile())
 		case <-exited:
 			exited = nil // the pipe's EOF delivers the outcome
 		}

@@ -95,7 +95,7 @@ func runStatus(ctx context.Context, opts *statusOptions) error {
 			case u.Error != "":
 				fmt.Fprintf(opts.env.Out, "update check failed: %s\n", u.Error)
 			case u.Available:
-				fmt.Fprintf(opts.env.Out, "update available: %s (current %s); run `reeve update`\n", u.Latest, u.Current)
+				fmt.Fprintf(opts.env.Out, "update available: %s (current %s); run `%s`\n", u.Latest, u.Current, opts.reeve("update"))
 			default:
 				fmt.Fprintf(opts.env.Out, "up to date: %s (newest %s)\n", u.Current, u.Latest)
 			}

@@ -66,7 +66,7 @@ func runStop(ctx context.Context, opts *stopOptions) error {
 			return exitf(ExitConflict, "not stopped: %d sessions are running (pass --yes to stop anyway)", len(running))
 		}
 	}
-	res, err := stopDaemon(ctx, opts.env, opts.home, opts.force, time.Duration(opts.timeout)*time.Second)
+	res, err := opts.stopDaemon(ctx, opts.force, time.Duration(opts.timeout)*time.Second)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,8 @@ func confirm(env *Env, question string) bool {
 
 // stopDaemon ends the daemon running from dir and waits until its lock is
 // released, which is the proof that the supervisor is gone.
-func stopDaemon(ctx context.Context, env *Env, dir home.Dir, force bool, timeout time.Duration) (stopResult, error) {
+func (d *daemonCmd) stopDaemon(ctx context.Context, force bool, timeout time.Duration) (stopResult, error) {
+	dir := d.home
 	locked, err := dir.Locked()
 	if err != nil {
 		return stopResult{}, withExit(ExitFailure, err)
@@ -164,7 +165,7 @@ func stopDaemon(ctx context.Context, env *Env, dir home.Dir, force bool, timeout
 	} else if err := syscall.Kill(pidf.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return res, withExit(ExitFailure, fmt.Errorf("signal supervisor %d: %w", pidf.PID, err))
 	}
-	if err := waitUnlocked(ctx, env, dir, timeout); err != nil {
+	if err := d.waitUnlocked(ctx, timeout); err != nil {
 		return res, err
 	}
 	// The lock drops as the supervisor exits; wait out the last moment so
@@ -178,7 +179,8 @@ func stopDaemon(ctx context.Context, env *Env, dir home.Dir, force bool, timeout
 	return res, nil
 }
 
-func waitUnlocked(ctx context.Context, env *Env, dir home.Dir, timeout time.Duration) error {
+func (d *daemonCmd) waitUnlocked(ctx context.Context, timeout time.Duration) error {
+	env, dir := d.env, d.home
 	deadline := time.Now().Add(timeout)
 	nextNote := time.Now().Add(2 * time.Second)
 	for {
@@ -190,7 +192,7 @@ func waitUnlocked(ctx context.Context, env *Env, dir home.Dir, timeout time.Dura
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return exitf(ExitTimeout, "the daemon did not stop within %s; try `reeve stop --force`", timeout)
+			return exitf(ExitTimeout, "the daemon did not stop within %s; try `%s`", timeout, d.reeve("stop --force"))
 		}
 		if time.Now().After(nextNote) {
 			fmt.Fprintln(env.Err, "reeve: waiting for the daemon to stop...")

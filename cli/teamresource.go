@@ -180,7 +180,7 @@ func (o *teamResourceOptions) client() (*sdk.Client, error) {
 		}
 	}
 	if server == "" || token == "" || o.workspace == "" {
-		return nil, exitf(ExitUsage, "no bundle: pass --bundle FILE, or --server, --workspace and --credential (or pair this machine with `reeve pair`)")
+		return nil, exitf(ExitUsage, "no bundle: pass --bundle FILE, or --server, --workspace and --credential (or pair this machine with `%s`)", o.reeve("pair"))
 	}
 	return &sdk.Client{BaseURL: server, Token: token, HTTP: &http.Client{Timeout: 60 * time.Second}}, nil
 }

@@ -156,7 +156,7 @@ func runUpdate(ctx context.Context, o *updateOptions) error {
 	if o.yes {
 		rep.RestartedService, rep.RestartedDaemon = o.restartAll(ctx, exe)
 	} else if locked, _ := o.home.Locked(); locked {
-		fmt.Fprintln(o.env.Err, "reeve: the running daemon still runs the previous version; `reeve restart` (or update --yes) moves it to the new one")
+		fmt.Fprintf(o.env.Err, "reeve: the running daemon still runs the previous version; `%s` (or update --yes) moves it to the new one\n", o.reeve("restart"))
 	}
 	if o.json {
 		return writeJSON(o.env.Out, rep)

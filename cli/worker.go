@@ -162,7 +162,7 @@ exit status. Stopping mid-run stops the agent and gives the run back to the queu
 
 func runWorkerStart(ctx context.Context, o *workerStartOptions) error {
 	if o.mode != "persistent" {
-		return exitf(ExitUsage, "--mode must be persistent, got %q (for one lease use `reeve worker run-once --lease TOKEN`)", o.mode)
+		return exitf(ExitUsage, "--mode must be persistent, got %q (for one lease use `%s`)", o.mode, o.reeve("worker run-once --lease TOKEN"))
 	}
 	if o.claimWait < 1 || o.claimWait > 60 {
 		return exitf(ExitUsage, "--claim-wait must be 1..60 seconds, got %d", o.claimWait)
@@ -175,7 +175,7 @@ func runWorkerStart(ctx context.Context, o *workerStartOptions) error {
 		return withExit(ExitUsage, err)
 	}
 	if p.ServerURL == "" {
-		return exitf(ExitUsage, "no server: pass --server URL, set REEVE_SERVER, or pair with `reeve pair --worker`")
+		return exitf(ExitUsage, "no server: pass --server URL, set REEVE_SERVER, or pair with `%s`", o.reeve("pair --worker"))
 	}
 	cred, err := o.credential(p)
 	if err != nil {
@@ -183,7 +183,7 @@ func runWorkerStart(ctx context.Context, o *workerStartOptions) error {
 	}
 	lock, err := h.AcquireLock()
 	if errors.Is(err, worker.ErrRunning) {
-		return exitf(ExitConflict, "%v: stop it with `reeve worker stop`", err)
+		return exitf(ExitConflict, "%v: stop it with `%s`", err, o.reeve("worker stop"))
 	}
 	if err != nil {
 		return withExit(ExitFailure, err)
@@ -342,7 +342,7 @@ func runWorkerRunOnce(ctx context.Context, o *workerRunOnceOptions) error {
 		return withExit(ExitUsage, err)
 	}
 	if p.ServerURL == "" {
-		return exitf(ExitUsage, "no server: pass --server URL, set REEVE_SERVER, or pair with `reeve pair --worker`")
+		return exitf(ExitUsage, "no server: pass --server URL, set REEVE_SERVER, or pair with `%s`", o.reeve("pair --worker"))
 	}
 	if _, err := h.EnsureIdentity(); err != nil {
 		return withExit(ExitFailure, err)

@@ -91,7 +91,7 @@ func worktreeRequest[T any](ctx context.Context, opts *worktreeOptions, call fun
 	out, err = call(ctx, p)
 	stop()
 	if err != nil {
-		return out, worktreeExit(err)
+		return out, opts.worktreeExit(err)
 	}
 	return out, nil
 }
@@ -99,7 +99,7 @@ func worktreeRequest[T any](ctx context.Context, opts *worktreeOptions, call fun
 // worktreeExit maps a refused worktree request to an exit code: a
 // checkpoint that is not the session's is not found (4); refusals because
 // of the state of the session or the repository conflict (5).
-func worktreeExit(err error) error {
+func (h homeFlag) worktreeExit(err error) error {
 	var ae *wire.AckError
 	if errors.As(err, &ae) {
 		switch ae.Code {
@@ -109,10 +109,10 @@ func worktreeExit(err error) error {
 			wire.CodeNothingToMerge, wire.CodeNoBaseBranch:
 			return withExit(ExitConflict, err)
 		case wire.CodeUnknownType:
-			return withExit(ExitFailure, fmt.Errorf("the running daemon does not support worktrees (%v); restart it with `reeve restart`", err))
+			return withExit(ExitFailure, fmt.Errorf("the running daemon does not support worktrees (%v); restart it with `%s`", err, h.reeve("restart")))
 		}
 	}
-	return ackExit(err)
+	return h.ackExit(err)
 }
 
 func runWorktreeLs(ctx context.Context, opts *worktreeOptions) error {
