@@ -48,7 +48,7 @@ func newContextInitCmd(env *Env) *cobra.Command {
 					fmt.Fprintf(w, "private key in %s\n", res.KeyWhere)
 					if res.Device.State == sdk.DevicePending {
 						// The other device's home is not known here: its command stays bare.
-					fmt.Fprintf(w, "on another device of yours, compare this fingerprint and run:\n  reeve context device-enroll-approve %s --fingerprint %s\nthen here: %s\n", res.Device.ID, res.Fingerprint, o.reeve("context device-enroll-accept"))
+						fmt.Fprintf(w, "on another device of yours, compare this fingerprint and run:\n  reeve context device-enroll-approve %s --fingerprint %s\nthen here: %s\n", res.Device.ID, res.Fingerprint, o.reeve("context device-enroll-accept"))
 					}
 					if res.Vault != nil {
 						fmt.Fprintf(w, "vault %s (%s) at epoch %d\n", res.Vault.Name, res.Vault.ID, res.Vault.Epoch)

@@ -91,7 +91,7 @@ func runGuardCheck(opts *guardCheckOptions) error {
 		for _, p := range problems {
 			fmt.Fprintln(opts.env.Err, p.String())
 		}
-		return exitf(ExitInvalid, "the policy of %s has %d problem(s); run `reeve check %s`", project, len(problems), project)
+		return exitf(ExitInvalid, "the policy of %s has %d problem(s); run `reeve check %s`", project, len(problems), shellWord(project))
 	}
 
 	var d policy.Decision

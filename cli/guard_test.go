@@ -84,7 +84,8 @@ func TestGuardCheckJSONAndProjectDiscovery(t *testing.T) {
 }
 
 func TestGuardCheckBadPolicyAndUsage(t *testing.T) {
-	dir := t.TempDir()
+	// A space in the project: the printed `reeve check DIR` quotes it.
+	dir := filepath.Join(t.TempDir(), "my project")
 	pol := writeProjectFile(t, dir, ".reeve/policy.yaml", "version: 1\ndeny:\n  - paths: [\"../x\"]\n")
 	env, out, errb := configTestEnv(nil)
 	if code := Execute(context.Background(), env, []string{"guard", "check", "--path", filepath.Join(dir, "a"), "--project", dir}); code != ExitInvalid {
@@ -92,6 +93,9 @@ func TestGuardCheckBadPolicyAndUsage(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), pol+":3:13: /deny/0/paths/0: ") {
 		t.Errorf("stderr %q, want the located problem", errb)
+	}
+	if !strings.Contains(errb.String(), "run `reeve check '"+dir+"'`") {
+		t.Errorf("stderr %q, want the check hint with the project quoted", errb)
 	}
 	env, _, _ = configTestEnv(nil)
 	if code := Execute(context.Background(), env, []string{"guard", "check"}); code != ExitUsage {
