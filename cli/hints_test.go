@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -219,4 +220,46 @@ func shellArgs(t *testing.T, cmdline string) []string {
 		t.Fatalf("sh -c %q: %v", cmdline, err)
 	}
 	return strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+}
+
+// setup's next steps name the home that a bare command would miss: one
+// given by --home, also when it is the default and REEVE_HOME names
+// another, and none when REEVE_HOME names it.
+func TestSetupNextStepsNameTheHome(t *testing.T) {
+	state := t.TempDir()
+	def := filepath.Join(state, "reeve") // the default home, from XDG_STATE_HOME
+	other := filepath.Join(t.TempDir(), "it's another")
+	for _, c := range []struct {
+		name  string
+		env   map[string]string
+		args  []string
+		named string // the home the steps name, "" for none
+	}{
+		{"--home", map[string]string{"XDG_STATE_HOME": state}, []string{"--home", other}, other},
+		{"REEVE_HOME", map[string]string{"XDG_STATE_HOME": state, "REEVE_HOME": other}, nil, ""},
+		{"the default", map[string]string{"XDG_STATE_HOME": state}, nil, ""},
+		{"--home the default, REEVE_HOME another", map[string]string{"XDG_STATE_HOME": state, "REEVE_HOME": other}, []string{"--home", def}, def},
+	} {
+		var out, errb syncBuffer
+		e := &Env{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(k string) string { return c.env[k] }, Programs: testPrograms()}
+		if code := Execute(context.Background(), e, append(c.args, "setup", "--yes", "--json")); code != ExitOK {
+			t.Fatalf("%s: exit %d\n%s", c.name, code, errb.String())
+		}
+		var rep struct{ Next []string }
+		if err := json.Unmarshal([]byte(out.String()), &rep); err != nil || len(rep.Next) == 0 {
+			t.Fatalf("%s: %v %s", c.name, err, out.String())
+		}
+		want := "reeve start"
+		if c.named != "" {
+			want = "reeve --home " + shellWord(c.named) + " start"
+		}
+		if rep.Next[0] != want {
+			t.Errorf("%s: next %q, want %q first", c.name, rep.Next, want)
+		}
+		if c.named != "" {
+			if argv := shellArgs(t, rep.Next[0]); len(argv) != 4 || argv[2] != c.named {
+				t.Errorf("%s: %q is, to sh, %q", c.name, rep.Next[0], argv)
+			}
+		}
+	}
 }
