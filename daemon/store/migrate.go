@@ -6,6 +6,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -79,10 +80,33 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		// silently misread the data.
 		return fmt.Errorf("schema version %d is newer than this build supports (%d)", current, len(migs))
 	}
-	for _, m := range migs[current:] {
+	pending := migs[current:]
+	if current == 0 || len(pending) == 0 {
+		// A new file: nothing to copy, nothing to say.
+		for _, m := range pending {
+			if err := applyMigration(ctx, db, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Upgrading a file that holds a log: a migration may copy it (6 builds
+	// event_seqs from every event, 2.8 s for 1M events) while `reeve
+	// start` only says it waits, so the worker's log says what it does,
+	// how much, and how long each step took, as repage does.
+	var events int64
+	if current >= 2 { // the events table exists from version 2
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM events`).Scan(&events); err != nil {
+			return fmt.Errorf("count events before migrating: %w", err)
+		}
+	}
+	slog.Info("store: upgrading the database, once", "from", current, "to", len(migs), "events", events)
+	for _, m := range pending {
+		start := time.Now()
 		if err := applyMigration(ctx, db, m); err != nil {
 			return err
 		}
+		slog.Info("store: migrated", "migration", m.name, "events", events, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
 }
