@@ -92,16 +92,13 @@ type appender struct {
 
 	// The unsealed tail of the log (seal.go): event_seqs holds every event
 	// with id <= sealedUpto; unsealed counts the committed events after it,
-	// and the appender starts a seal once it reaches nextSeal; sealing is
-	// set while a seal's steps go on. The appender goroutine is their only
-	// user.
+	// and the appender seals once it reaches nextSeal. The appender
+	// goroutine is their only user.
 	sealedUpto int64
 	unsealed   int
 	nextSeal   int
 	sealEvery  int // sealEvery; tests make it small
-	sealStep   int // sealStep; tests make it small
 	sealFailed bool
-	sealing    bool
 
 	batches atomic.Int64
 	syncs   atomic.Int64
@@ -203,24 +200,15 @@ func (s *Store) runAppender() {
 	for {
 		var req *appendReq
 		ok := true
-		switch {
-		case s.app.sealing:
-			// Between the steps of a seal, waiting appends go first.
-			select {
-			case req, ok = <-s.app.ch:
-			default:
-				s.sealStep(context.Background(), 0)
-				continue
-			}
-		case s.app.unsealed > 0 && !s.app.sealFailed:
+		if s.app.unsealed > 0 && !s.app.sealFailed {
 			idle.Reset(idleAfter)
 			select {
 			case req, ok = <-s.app.ch:
 			case <-idle.C:
-				s.app.sealing = true
+				s.seal(context.Background())
 				continue
 			}
-		default:
+		} else {
 			req, ok = <-s.app.ch
 		}
 		if !ok {
@@ -300,10 +288,7 @@ func (s *Store) commitBatch(batch []*appendReq) {
 	// goroutine goes on with the next batch.
 	s.app.syncCh <- slices.Clone(batch)
 	if s.sealDue() {
-		s.app.sealing = true
-	}
-	if s.app.sealing {
-		s.sealStep(context.Background(), int(events))
+		s.seal(context.Background())
 	}
 	s.requestCheckpoint(bytes)
 	s.wakeSettler()

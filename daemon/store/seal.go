@@ -24,12 +24,12 @@ import (
 // The events after event_seqs_upto.upto, the unsealed tail, are in the log
 // but not yet in event_seqs. Every read by seq looks in both, in one
 // statement and so one snapshot: the tail is the events with id > upto (a
-// range of the table's own key), of which it keeps the session's. Each
-// step of a seal moves the oldest events of the tail into event_seqs and
-// advances upto in one transaction, so an event is always in exactly one
-// of the two. The tail is bounded by about sealEvery events, so its scan
-// stays cheap, and sealed whenever the log goes quiet; a tail left by a
-// crash is sealed by the next seal.
+// range of the table's own key), of which it keeps the session's. A seal
+// moves the whole tail into event_seqs and advances upto in one
+// transaction, so an event is always in exactly one of the two. The tail
+// is bounded by sealEvery events, so its scan stays cheap, and sealed
+// whenever the log goes quiet; a tail left by a crash is sealed by the next
+// seal.
 //
 // event_seqs' primary key still rejects a second event with a session's
 // seq, at the seal rather than at the insert: the appender alone assigns
@@ -42,14 +42,6 @@ const (
 	// event_seqs is written once for many of its events, small enough that
 	// scanning the tail costs a read little (BenchmarkReadsWithTail).
 	sealEvery = 1024
-	// sealStep is how many events one seal transaction moves beside the
-	// events of the commit just before it. A seal holds the writer, and
-	// appends that arrive meanwhile wait for it: moving a full tail at
-	// once (1,024 events of 50 sessions) took 3 to 6 ms, a few percent of
-	// all commits waited behind it, and that was the p99 of a follower
-	// under load. Its cost is nearly all per event (about 4 µs each; 128
-	// cost 0.7 ms), so steps cost little more CPU than one seal.
-	sealStep = 128
 )
 
 // sealIdle is how long the appender waits for more events before it seals a
@@ -89,7 +81,7 @@ func (s *Store) loadSeal(ctx context.Context) error {
 	if err := s.writer.QueryRowContext(ctx, `SELECT COUNT(*) FROM events WHERE id > ?`, s.app.sealedUpto).Scan(&n); err != nil {
 		return fmt.Errorf("count the unsealed events: %w", err)
 	}
-	s.app.sealEvery, s.app.sealStep = sealEvery, sealStep
+	s.app.sealEvery = sealEvery
 	s.app.unsealed, s.app.nextSeal = int(n), sealEvery
 	return nil
 }
@@ -100,82 +92,52 @@ func (s *Store) sealDue() bool {
 	return s.app.unsealed >= s.app.nextSeal
 }
 
-// sealStep moves the oldest events of the unsealed tail into event_seqs:
-// at most the appender's sealStep plus committed, the events of the batch
-// it committed just before, so that under any load the tail shrinks by a
-// step per commit. A seal that began (the tail reached nextSeal, or the
-// log went quiet) goes on step by step, one after each commit and back to
-// back while no append waits, until the tail is empty; an append waits for
-// one step at most, never for the whole tail.
-//
-// It runs on the appender's goroutine, on the writer connection, after a
-// batch was committed and handed to the syncer, so the batch's followers
-// are not kept waiting. The connection is in synchronous=NORMAL like a
-// batch's, because a seal need not be durable before anything: the
-// syncer's next fsync makes it so, and a step lost with the machine leaves
-// a longer tail, still read. A failed step ends the seal; it is retried
-// sealEvery events later, not when idle.
-func (s *Store) sealStep(ctx context.Context, committed int) {
-	var moved int64
-	var rest bool
-	err := s.normalSync(ctx, func(conn *sql.Conn) error {
-		var err error
-		moved, rest, err = s.sealTx(ctx, conn, int64(s.app.sealStep+committed))
-		return err
-	})
+// seal moves the unsealed tail into event_seqs. It runs on the appender's
+// goroutine, on the writer connection, after a batch was committed and
+// handed to the syncer, so the batch's followers are not kept waiting.
+// The connection is in synchronous=NORMAL like a batch's, because the
+// seal need not be durable before anything: the syncer's next fsync makes
+// it so, and a seal lost with the machine leaves a longer tail, still
+// read. A failed seal is retried sealEvery events later, not when idle.
+func (s *Store) seal(ctx context.Context) {
+	err := s.normalSync(ctx, func(conn *sql.Conn) error { return s.sealTx(ctx, conn) })
 	if err != nil {
 		slog.Warn("store: sealing the seq index failed; the events stay readable", "err", fmt.Errorf("%s: %w", s.path, err))
 		s.app.nextSeal = s.app.unsealed + s.app.sealEvery
 		s.app.sealFailed = true // no idle retries until a seal succeeds
-		s.app.sealing = false
 		return
 	}
-	s.app.sealFailed = false
-	if !rest {
-		s.app.unsealed, s.app.nextSeal, s.app.sealing = 0, s.app.sealEvery, false
-		return
-	}
-	s.app.unsealed = max(s.app.unsealed-int(moved), 1)
+	s.app.unsealed, s.app.nextSeal, s.app.sealFailed = 0, s.app.sealEvery, false
 }
 
-// sealTx moves the tail's events with ids up to step past the sealed mark
-// and reports how many it moved and whether any are left.
-func (s *Store) sealTx(ctx context.Context, conn *sql.Conn, step int64) (moved int64, rest bool, err error) {
+func (s *Store) sealTx(ctx context.Context, conn *sql.Conn) error {
 	if err := s.fault(); err != nil {
-		return 0, false, err
+		return err
 	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, false, err
+		return err
 	}
 	defer tx.Rollback()
-	var newest int64
-	if err := tx.QueryRowContext(ctx, `SELECT IFNULL(MAX(id), 0) FROM events`).Scan(&newest); err != nil {
-		return 0, false, err
+	var last int64
+	if err := tx.QueryRowContext(ctx, `SELECT IFNULL(MAX(id), 0) FROM events`).Scan(&last); err != nil {
+		return err
 	}
-	// Ids are the table's rowids, assigned in commit order, so the step is
-	// a prefix of the tail; a gap (rows deleted with their session) only
-	// makes it shorter.
-	last := min(newest, s.app.sealedUpto+step)
 	// In key order, so each session's entries go in one run. OR ROLLBACK
 	// for the reason prepareInserts gives.
-	res, err := tx.ExecContext(ctx, `INSERT OR ROLLBACK INTO event_seqs (session_id, seq, event_id)
+	if _, err := tx.ExecContext(ctx, `INSERT OR ROLLBACK INTO event_seqs (session_id, seq, event_id)
 		SELECT session_id, seq, id FROM events WHERE id > ?1 AND id <= ?2 ORDER BY session_id, seq`,
-		s.app.sealedUpto, last)
-	if err != nil {
-		return 0, false, err
-	}
-	if moved, err = res.RowsAffected(); err != nil {
-		return 0, false, err
+		s.app.sealedUpto, last); err != nil {
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE event_seqs_upto SET upto = ?`, last); err != nil {
-		return 0, false, err
+		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, false, err
+		return err
 	}
 	s.app.sealedUpto = last
-	return moved, last < newest, nil
+	return nil
 }
 
 // normalSync runs f on the writer connection in synchronous=NORMAL, which

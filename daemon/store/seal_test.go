@@ -380,10 +380,7 @@ func BenchmarkReadsWithTail(b *testing.B) {
 				}
 			}
 			if sealed {
-				if err := s.normalSync(ctx, func(conn *sql.Conn) error {
-					_, _, err := s.sealTx(ctx, conn, sealEvery)
-					return err
-				}); err != nil {
+				if err := s.normalSync(ctx, func(conn *sql.Conn) error { return s.sealTx(ctx, conn) }); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -404,72 +401,6 @@ func BenchmarkReadsWithTail(b *testing.B) {
 			}
 		})
 	}
-}
-
-// A seal moves the tail in steps of at most sealStep events beside the
-// batch just committed, so an append waits for one step, never for the
-// whole tail; the steps go on, back to back while nothing waits, until the
-// tail is empty, and the log reads the same throughout.
-func TestSealInSteps(t *testing.T) {
-	keepTail(t) // only the seal the commits start
-	ctx := context.Background()
-	var mu sync.Mutex
-	var s *Store
-	var sealedAt []int // event_seqs' size before each write transaction
-	s, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "reeve.db"), WriteFault: func() error {
-		var n int
-		if err := s.reader.QueryRow(`SELECT COUNT(*) FROM event_seqs`).Scan(&n); err != nil {
-			return err
-		}
-		mu.Lock()
-		sealedAt = append(sealedAt, n)
-		mu.Unlock()
-		return nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.app.sealEvery, s.app.nextSeal, s.app.sealStep = 10, 10, 4
-	sid := newSession(t, s).ID
-	var want []string
-	for i := range 11 {
-		d := fmt.Sprintf(`{"t":"%d"}`, i)
-		if _, err := s.Append(ctx, sid, "terminal-output", json.RawMessage(d)); err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, d)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		// The eleventh event came after the seal began: whether a step
-		// took it or not, the seal ends with an empty tail only if it did.
-		sealed, tail := sealCounts(t, s)
-		if sealed >= 10 && (tail == 0 || tail == 1) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the seal did not finish: %d sealed, %d in the tail", sealed, tail)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	sealed, _ := sealCounts(t, s)
-	mu.Lock()
-	steps := append(sealedAt, sealed)
-	mu.Unlock()
-	moves := 0
-	for i := 1; i < len(steps); i++ {
-		if d := steps[i] - steps[i-1]; d > 0 {
-			moves++
-			if d > 4+1 {
-				t.Fatalf("one seal transaction moved %d events, want at most sealStep+1 = 5 (event_seqs before each write: %v)", d, steps)
-			}
-		}
-	}
-	if moves < 2 {
-		t.Fatalf("%d seal transactions moved events, want the tail of 10 in steps (event_seqs before each write: %v)", moves, steps)
-	}
-	checkLog(t, s, sid, want)
 }
 
 // The appender's synchronous switches are prepared once per writer
