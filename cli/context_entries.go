@@ -181,7 +181,7 @@ func (h homeFlag) onlyVault(v *contextvault.Vault, ref string) (string, error) {
 		return names[0], nil
 	}
 	if len(names) == 0 {
-		return "", exitf(ExitNotFound, "this device has no vault: create one with `%s`, or accept a shared one with team-grants-accept", h.reeve("context init --vault NAME"))
+		return "", exitf(ExitNotFound, "this device has no vault: create one with `%s`, or accept a shared one with `%s`", h.reeve("context init --vault NAME"), h.reeve("context team-grants-accept"))
 	}
 	return "", exitf(ExitUsage, "this device has %d vaults (%s): name one with --vault", len(names), strings.Join(names, ", "))
 }

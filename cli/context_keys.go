@@ -260,7 +260,7 @@ func newContextTeamAcceptCmd(env *Env) *cobra.Command {
 				func(w io.Writer, r contextvault.RefreshResult) {
 					fmt.Fprintf(w, "%d source(s), %d new key(s)\n", r.Sources, r.NewKeys)
 					for _, n := range r.NewNames {
-						fmt.Fprintf(w, "  new: %s (run sync-pull to fetch its entries)\n", n)
+						fmt.Fprintf(w, "  new: %s (run `%s` to fetch its entries)\n", n, o.reeve("context sync-pull"))
 					}
 					for _, ref := range r.Refused {
 						fmt.Fprintf(w, "  refused: %s\n", ref)

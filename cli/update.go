@@ -156,7 +156,7 @@ func runUpdate(ctx context.Context, o *updateOptions) error {
 	if o.yes {
 		rep.RestartedService, rep.RestartedDaemon = o.restartAll(ctx, exe)
 	} else if locked, _ := o.home.Locked(); locked {
-		fmt.Fprintf(o.env.Err, "reeve: the running daemon still runs the previous version; `%s` (or update --yes) moves it to the new one\n", o.reeve("restart"))
+		fmt.Fprintf(o.env.Err, "reeve: the running daemon still runs the previous version; `%s` (or `%s`) moves it to the new one\n", o.reeve("restart"), o.reeve("update --yes"))
 	}
 	if o.json {
 		return writeJSON(o.env.Out, rep)
