@@ -521,12 +521,12 @@ func (o *pairOptions) saveWorkerProfile(p worker.Profile, cred worker.Credential
 	}
 	fmt.Fprintf(o.env.Err, "reeve: worker profile saved to %s (transport %s)\n", h.ProfileFile(), p.Transport)
 	if p.Credential == "" {
-		fmt.Fprintf(o.env.Err, "reeve: no runner credential yet: create a managed executor for this worker and pass its credential to `%s`\n", o.reeve("worker start --credential-file FILE"))
+		fmt.Fprintf(o.env.Err, "reeve: no runner credential yet: create a managed executor for this worker and pass its credential to `%s`\n", o.reeve("worker start --credential-file FILE"+workerProfileFlag(o.workerProfile)))
 	} else if cred.Source != "" {
 		fmt.Fprintf(o.env.Err, "reeve: the runner credential (from %s) is kept in the worker profile (mode 0600)\n", cred)
 	}
 	if len(p.Workdirs) == 0 {
-		fmt.Fprintf(o.env.Err, "reeve: no --workdir: runs need one (pass --workdir to `%s`, or pair again with it)\n", o.reeve("worker start"))
+		fmt.Fprintf(o.env.Err, "reeve: no --workdir: runs need one (pass --workdir to `%s`, or pair again with it)\n", o.reeve("worker start"+workerProfileFlag(o.workerProfile)))
 	}
 	return h.ProfileFile(), nil
 }

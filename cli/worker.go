@@ -36,6 +36,15 @@ type teamWorkerFlags struct {
 	transport      string
 }
 
+// workerProfileFlag is the --worker-profile of a suggested worker command:
+// without it the command would act on the default profile, not name's.
+func workerProfileFlag(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " --worker-profile " + shellWord(name)
+}
+
 func (f *teamWorkerFlags) add(fs *pflag.FlagSet, transport bool) {
 	fs.StringVar(&f.profileName, "worker-profile", "", "worker profile name, kept in <home>/workers/NAME (default \"default\")")
 	fs.StringVar(&f.server, "server", "", "control-plane URL (default the profile's, else $REEVE_SERVER)")
@@ -162,7 +171,7 @@ exit status. Stopping mid-run stops the agent and gives the run back to the queu
 
 func runWorkerStart(ctx context.Context, o *workerStartOptions) error {
 	if o.mode != "persistent" {
-		return exitf(ExitUsage, "--mode must be persistent, got %q (for one lease use `%s`)", o.mode, o.reeve("worker run-once --lease TOKEN"))
+		return exitf(ExitUsage, "--mode must be persistent, got %q (for one lease use `%s`)", o.mode, o.reeve("worker run-once --lease TOKEN"+workerProfileFlag(o.profileName)))
 	}
 	if o.claimWait < 1 || o.claimWait > 60 {
 		return exitf(ExitUsage, "--claim-wait must be 1..60 seconds, got %d", o.claimWait)
@@ -175,7 +184,7 @@ func runWorkerStart(ctx context.Context, o *workerStartOptions) error {
 		return withExit(ExitUsage, err)
 	}
 	if p.ServerURL == "" {
-		return exitf(ExitUsage, "no server: pass --server URL, set REEVE_SERVER, or pair with `%s`", o.reeve("pair --worker"))
+		return exitf(ExitUsage, "no server: pass --server URL, set REEVE_SERVER, or pair with `%s`", o.reeve("pair --worker"+workerProfileFlag(o.profileName)))
 	}
 	cred, err := o.credential(p)
 	if err != nil {
@@ -183,7 +192,7 @@ func runWorkerStart(ctx context.Context, o *workerStartOptions) error {
 	}
 	lock, err := h.AcquireLock()
 	if errors.Is(err, worker.ErrRunning) {
-		return exitf(ExitConflict, "%v: stop it with `%s`", err, o.reeve("worker stop"))
+		return exitf(ExitConflict, "%v: stop it with `%s`", err, o.reeve("worker stop"+workerProfileFlag(o.profileName)))
 	}
 	if err != nil {
 		return withExit(ExitFailure, err)
@@ -342,7 +351,7 @@ func runWorkerRunOnce(ctx context.Context, o *workerRunOnceOptions) error {
 		return withExit(ExitUsage, err)
 	}
 	if p.ServerURL == "" {
-		return exitf(ExitUsage, "no server: pass --server URL, set REEVE_SERVER, or pair with `%s`", o.reeve("pair --worker"))
+		return exitf(ExitUsage, "no server: pass --server URL, set REEVE_SERVER, or pair with `%s`", o.reeve("pair --worker"+workerProfileFlag(o.profileName)))
 	}
 	if _, err := h.EnsureIdentity(); err != nil {
 		return withExit(ExitFailure, err)

@@ -82,6 +82,8 @@ func TestWorkerFlagsRefusedEarly(t *testing.T) {
 	os.WriteFile(bad, []byte("not-a-runner-credential"), 0o600)
 	good := filepath.Join(t.TempDir(), "good.cred")
 	os.WriteFile(good, []byte("rwc_good"), 0o600)
+	var held *worker.ProcessLock
+	var err error
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -93,17 +95,43 @@ func TestWorkerFlagsRefusedEarly(t *testing.T) {
 		{[]string{"worker", "start", "--mode", "ephemeral", "--server", "http://x"}, ExitUsage, "persistent"},
 		{[]string{"worker", "start", "--server", "http://x", "--transport", "relay"}, ExitUsage, "not implemented"},
 		{[]string{"worker", "start", "--server", "http://x"}, ExitUsage, "no runner credential"},
-		{[]string{"worker", "start"}, ExitUsage, "no server"},
+		{[]string{"worker", "start"}, ExitUsage, "no server: pass --server URL, set REEVE_SERVER, or pair with `reeve --home " + shellWord(dir) + " pair --worker`"},
+		{[]string{"worker", "start", "--worker-profile", "team b"}, ExitUsage, "`reeve --home " + shellWord(dir) + " pair --worker --worker-profile 'team b'`"},
+		{[]string{"worker", "start", "--worker-profile", "held", "--server", "http://127.0.0.1:1", "--credential-file", good}, ExitConflict, "stop it with `reeve --home " + shellWord(dir) + " worker stop --worker-profile held`"},
 		{[]string{"worker", "run-once"}, ExitUsage, "--lease"},
 		{[]string{"worker", "run-once", "--lease", "abc"}, ExitUsage, "rwl_"},
 		{[]string{"worker", "start", "--registration-profile", filepath.Join(dir, "missing.json")}, ExitUsage, "registration-profile"},
 		{[]string{"worker", "stop"}, ExitNotRunning, ""},
 		{[]string{"worker", "start", "--server", "http://127.0.0.1:1", "--credential-file", good, "--workdir", t.TempDir()}, ExitNotRunning, "no daemon is running"},
 	} {
+		if tc.code == ExitConflict && held == nil {
+			// A worker of the profile "held" runs.
+			if held, err = (worker.Home{Base: dir, Profile: "held"}).AcquireLock(); err != nil {
+				t.Fatal(err)
+			}
+			defer held.Release()
+		}
 		env, _, errb := testEnv()
 		c := Execute(context.Background(), env, append([]string{"--home", dir}, tc.args...))
 		if c != tc.code || !strings.Contains(errb.String(), tc.msg) {
 			t.Errorf("%v: exit %d, want %d with %q\n%s", tc.args, c, tc.code, tc.msg, errb.String())
+		}
+	}
+}
+
+// pair --worker's notes about what the worker still lacks name the
+// home and the worker profile it paired.
+func TestPairWorkerNotesNameHomeAndProfile(t *testing.T) {
+	cmd, _, errb := testCmd(t, &fakeDaemon{})
+	cmd.homeFlag = homeFlag(cmd.home)
+	o := &pairOptions{daemonCmd: cmd, workerProfile: "team b"}
+	if _, err := o.saveWorkerProfile(worker.Profile{}, worker.Credential{}, home.RelayCredentials{ServerURL: "http://127.0.0.1:1", WorkspaceID: "W1"}); err != nil {
+		t.Fatal(err)
+	}
+	start := "reeve --home " + shellWord(string(cmd.home)) + " worker start"
+	for _, want := range []string{"`" + start + " --credential-file FILE --worker-profile 'team b'`", "(pass --workdir to `" + start + " --worker-profile 'team b'`"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("want %s in:\n%s", want, errb)
 		}
 	}
 }
