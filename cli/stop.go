@@ -126,8 +126,8 @@ func confirm(env *Env, question string) bool {
 	return false
 }
 
-// stopDaemon ends the daemon running from dir and waits until its lock is
-// released, which is the proof that the supervisor is gone.
+// stopDaemon ends the daemon running from d's home and waits until its
+// lock is released, which is the proof that the supervisor is gone.
 func (d *daemonCmd) stopDaemon(ctx context.Context, force bool, timeout time.Duration) (stopResult, error) {
 	dir := d.home
 	locked, err := dir.Locked()
