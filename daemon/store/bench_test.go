@@ -349,3 +349,80 @@ func BenchmarkFollowBusySession(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFollowAmongWriters is a follower of one session written 200
+// times a second while 0 or 50 other sessions are written as often, every
+// producer waiting for its own durable append as a PTY reader does: the
+// follower's latency from the Append call to the event's arrival, and the
+// process's CPU and bytes written per event, in process (cmd/loadgen follow
+// measures the same through the real binary).
+func BenchmarkFollowAmongWriters(b *testing.B) {
+	const rate = 200
+	dur := 4 * time.Second
+	for _, writers := range []int{0, 50} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			var lat []time.Duration
+			var cpu time.Duration
+			var wrote, events int64
+			for range b.N {
+				s := openTest(b)
+				ids := benchSessions(b, s, writers+1)
+				ctx, cancel := context.WithCancel(context.Background())
+				var mu sync.Mutex
+				calls := map[int64]time.Time{}
+				followed := make(chan error, 1)
+				go func() {
+					followed <- s.Follow(ctx, ids[0], 0, func(e Event) error {
+						now := time.Now()
+						mu.Lock()
+						if t, ok := calls[e.Seq]; ok {
+							lat = append(lat, now.Sub(t))
+						}
+						mu.Unlock()
+						return nil
+					})
+				}()
+				cpu0, wrote0, ev0 := processCPU(b), processWrites(b), s.Stats().Events
+				var wg sync.WaitGroup
+				stop := time.Now().Add(dur)
+				for i, id := range ids {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						tick := time.NewTicker(time.Second / rate)
+						defer tick.Stop()
+						for seq := int64(1); time.Now().Before(stop); seq++ {
+							<-tick.C
+							if i == 0 {
+								mu.Lock()
+								calls[seq] = time.Now()
+								mu.Unlock()
+							}
+							if _, err := s.Append(context.Background(), id, "terminal-output", payload256); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				cpu += processCPU(b) - cpu0
+				wrote += processWrites(b) - wrote0
+				events += s.Stats().Events - ev0
+				time.Sleep(50 * time.Millisecond) // the last events reach the follower
+				cancel()
+				<-followed
+				s.Close()
+			}
+			slices.Sort(lat)
+			pct := func(p float64) float64 {
+				return float64(lat[min(len(lat)-1, int(float64(len(lat))*p))].Microseconds())
+			}
+			b.ReportMetric(pct(0.5), "p50-µs")
+			b.ReportMetric(pct(0.99), "p99-µs")
+			b.ReportMetric(pct(0.999), "p99.9-µs")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(events), "cpu-µs/event")
+			b.ReportMetric(float64(wrote)/float64(events), "written-B/event")
+		})
+	}
+}
