@@ -217,6 +217,27 @@ func (h homeFlag) reeve(args string) string {
 	return "reeve --home " + shellWord(string(h)) + " " + args
 }
 
+// fromDaemon is err, a refusal the daemon wrote, with the command lines it
+// suggests (`reeve …`, in backquotes) naming h's home. The daemon cannot
+// know which --home its client was given, and a pasted suggestion would
+// otherwise reach another home's daemon.
+func (h homeFlag) fromDaemon(err error) error {
+	if h == "" || !strings.Contains(err.Error(), "`reeve ") {
+		return err
+	}
+	return daemonRefusal{err: err, msg: strings.ReplaceAll(err.Error(), "`reeve ", "`"+h.reeve(""))}
+}
+
+// daemonRefusal is a daemon's error with its message rewritten by
+// homeFlag.fromDaemon; errors.As still finds what it wraps.
+type daemonRefusal struct {
+	err error
+	msg string
+}
+
+func (e daemonRefusal) Error() string { return e.msg }
+func (e daemonRefusal) Unwrap() error { return e.err }
+
 // shellWord quotes s for a POSIX shell when it needs quoting.
 func shellWord(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
@@ -298,6 +319,7 @@ func (h homeFlag) apiExit(err error) error {
 	case errors.As(err, &ack):
 		return h.ackExit(err)
 	case errors.As(err, &ae):
+		err = h.fromDaemon(err)
 		switch ae.Status {
 		case http.StatusUnauthorized, http.StatusForbidden:
 			return withExit(ExitDenied, err)

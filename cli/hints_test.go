@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"reeve.dev/reeve/daemon/controlclient"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
 )
@@ -158,6 +159,16 @@ func TestHintsReachTheSameHome(t *testing.T) {
 		health: func() (wire.Health, error) { return wire.Health{Status: "ok"}, nil },
 	}
 	slow := &fakeDaemon{t: t, dirs: func() ([]wire.Directory, error) { return nil, context.DeadlineExceeded }}
+	// The daemon's own refusals suggest commands too; it cannot know the
+	// client's --home, so the command line names it as it prints them.
+	refusing := &fakeDaemon{t: t,
+		prompt: func(wire.PromptRequest) error {
+			return &wire.AckError{Code: wire.CodeBusy, Message: "session S1 is running a turn; send the prompt when it has ended (see `reeve wait S1`)"}
+		},
+		addDir: func(string) (wire.AddDirectoryResponse, error) {
+			return wire.AddDirectoryResponse{}, &controlclient.APIError{Status: 409, Code: "conflict", Message: "stop them first (`reeve session stop S1`)"}
+		},
+	}
 	type result struct {
 		code     int
 		out, err string
@@ -192,6 +203,8 @@ func TestHintsReachTheSameHome(t *testing.T) {
 		{"not registered", fake, []string{"remove", h}, ExitNotFound, false, "(see `reeve HOME list`)"},
 		{"pair first", nil, []string{"context", "init"}, ExitUsage, false, "run `reeve HOME pair --server URL` first"},
 		{"no device", nil, []string{"context", "status"}, ExitOK, true, "no device: run `reeve HOME context init`"},
+		{"daemon's ack", refusing, []string{"send", "S1", "--prompt", "more"}, ExitConflict, false, "(see `reeve HOME wait S1`)"},
+		{"daemon's API error", refusing, []string{"add", h}, ExitConflict, false, "stop them first (`reeve HOME session stop S1`)"},
 	} {
 		r := execute(c.d, flag, append([]string{"--home", h}, c.args...)...)
 		printed := r.err

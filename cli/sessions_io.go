@@ -19,6 +19,7 @@ func (h homeFlag) ackExit(err error) error {
 	if !errors.As(err, &ae) {
 		return h.apiExit(err)
 	}
+	err = h.fromDaemon(err)
 	switch ae.Code {
 	case wire.CodeNotFound:
 		return withExit(ExitNotFound, err)
