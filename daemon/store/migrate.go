@@ -103,12 +103,40 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	slog.Info("store: upgrading the database, once", "from", current, "to", len(migs), "events", events)
 	for _, m := range pending {
 		start := time.Now()
-		if err := applyMigration(ctx, db, m); err != nil {
+		if err := applyNoting(ctx, db, m, events); err != nil {
 			return err
 		}
 		slog.Info("store: migrated", "migration", m.name, "events", events, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
+}
+
+// migrateNote is how often the log says that a migration still runs: a
+// log ten times longer than the 1M events of BenchmarkOpenAddsKindIndex
+// keeps the worker busy for half a minute.
+var migrateNote = 5 * time.Second
+
+// applyNoting applies m, saying every migrateNote that it still runs.
+func applyNoting(ctx context.Context, db *sql.DB, m migration, events int64) error {
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() { // ends with the migration
+		defer close(stopped)
+		start := time.Now()
+		tick := time.NewTicker(migrateNote)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				slog.Info("store: still migrating", "migration", m.name, "events", events, "for", time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	err := applyMigration(ctx, db, m)
+	close(stop)
+	<-stopped // no note after the migration's end
+	return err
 }
 
 func applyMigration(ctx context.Context, db *sql.DB, m migration) error {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // lockedBuffer is a log destination the store's goroutines may share.
@@ -40,20 +41,23 @@ func captureLog(t *testing.T) *lockedBuffer {
 
 // Opening a file of schema version 5 builds event_seqs from every event
 // (2.8 s for 1M events): the log says so before it starts, with how many
-// events, and how long it took once done; a new file and an up-to-date one
-// say nothing.
+// events, that it still runs while it does, and how long it took once
+// done; a new file and an up-to-date one say nothing.
 func TestMigrationSaysWhatItCopies(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "reeve.db")
 	logged := captureLog(t)
 	s := openAt(t, path)
 	sid := newSession(t, s).ID
-	in := make([]EventInput, 300)
+	// Enough for the migration to take several milliseconds on any machine.
+	in := make([]EventInput, 4000)
 	for i := range in {
 		in[i] = EventInput{SessionID: sid, Kind: "terminal-output", Data: payload256}
 	}
-	if _, err := s.AppendMany(ctx, in); err != nil {
-		t.Fatal(err)
+	for range 5 {
+		if _, err := s.AppendMany(ctx, in); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -72,15 +76,23 @@ func TestMigrationSaysWhatItCopies(t *testing.T) {
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// Long enough for notes that it still runs, here every millisecond.
+	was := migrateNote
+	migrateNote = time.Millisecond
+	defer func() { migrateNote = was }()
 	s = openAt(t, path)
-	if evs, err := s.Events(ctx, sid, 0, 0); err != nil || len(evs) != 300 {
+	if evs, err := s.Events(ctx, sid, 0, 0); err != nil || len(evs) != 20000 {
 		t.Fatalf("after the upgrade: %d events, %v", len(evs), err)
 	}
 	out := logged.String()
-	before := strings.Index(out, `msg="store: upgrading the database, once" from=5 to=6 events=300`)
-	after := strings.Index(out, `msg="store: migrated" migration=0006_event_seqs.sql events=300 took=`)
+	before := strings.Index(out, `msg="store: upgrading the database, once" from=5 to=6 events=20000`)
+	after := strings.Index(out, `msg="store: migrated" migration=0006_event_seqs.sql events=20000 took=`)
 	if before < 0 || after < before {
-		t.Fatalf("the upgrade logged\n%s\nwant a line before (from=5 to=6 events=300) and one after 0006_event_seqs.sql", out)
+		t.Fatalf("the upgrade logged\n%s\nwant a line before (from=5 to=6 events=20000) and one after 0006_event_seqs.sql", out)
+	}
+	still := strings.Index(out, `msg="store: still migrating" migration=0006_event_seqs.sql events=20000 for=`)
+	if still < before || still > after || strings.LastIndex(out, "still migrating") > after {
+		t.Fatalf("the upgrade logged\n%s\nwant notes that 0006_event_seqs.sql still runs, between its first and last line", out)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
