@@ -184,6 +184,32 @@ func (p *syncPragmas) close() error {
 	return errors.Join(errs...)
 }
 
+// closePragmas finalises the statements of s.app.pragmas when the
+// connection they were prepared on is still the writer's. database/sql
+// closes a connection it was told is bad (a commit that fails on a full
+// disk can), and the driver crashes finalising a statement of a closed
+// connection; such statements went with their connection.
+func (s *Store) closePragmas() error {
+	if s.app.pragmas.dc == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := s.writer.Conn(ctx)
+	if err != nil {
+		s.app.pragmas = syncPragmas{}
+		return nil
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		if dc != s.app.pragmas.dc {
+			s.app.pragmas = syncPragmas{}
+			return nil
+		}
+		return s.app.pragmas.close()
+	})
+}
+
 // setSynchronous sets the writer connection's synchronous mode to FULL or
 // NORMAL with the statements of s.app.pragmas, preparing them on the
 // connection's first use (database/sql replaces a connection it was told

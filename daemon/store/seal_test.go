@@ -238,8 +238,18 @@ func TestFailedSealKeepsTheTail(t *testing.T) {
 		}
 		want = append(want, d)
 	}
-	if sealed, tail := sealCounts(t, s); sealed != 8 || tail != 0 {
-		t.Fatalf("the retried seal left %d sealed, %d in the tail; want 8 and 0", sealed, tail)
+	// The seal runs after the batch went to the syncer, so the last
+	// Append may return before it ends.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sealed, tail := sealCounts(t, s)
+		if sealed == 8 && tail == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the retried seal left %d sealed, %d in the tail; want 8 and 0", sealed, tail)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	checkLog(t, s, sid, want)
 }
