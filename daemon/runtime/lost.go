@@ -50,7 +50,7 @@ type losses struct {
 // lostWrite reports whether err is the store failing to write (a full disk,
 // an I/O error), as opposed to a refusal that has nothing to do with space.
 func lostWrite(err error) bool {
-	return err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrClosed) &&
+	return err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrClosed) && !errors.Is(err, store.ErrBadData) &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 

@@ -173,6 +173,30 @@ func TestLostOutputMarkedByNextEvent(t *testing.T) {
 	}
 }
 
+// An event whose data does not encode is refused by the store, which
+// encodes it (store.ErrBadData): that is a bug of its producer, not output
+// lost to a full disk, so no output-lost marker counts it, and the events
+// around it are written.
+func TestUnencodableEventIsNotLostOutput(t *testing.T) {
+	f := newFixture(t, nil)
+	emitted := make(chan agents.Emit, 1)
+	proc := runtimetest.NewProcess()
+	f.agent.StartTurnFunc = func(_ context.Context, _ agents.Turn, emit agents.Emit) (agents.Process, error) {
+		emitted <- emit
+		return proc, nil
+	}
+	si := f.launch("encode")
+	emit := <-emitted
+	emit(agents.Event{Kind: wire.KindTerminalOutput, Data: wire.TerminalOutput{Text: "x"}})
+	emit(agents.Event{Kind: wire.KindTerminalOutput, Data: func() {}})
+	emit(agents.Event{Kind: wire.KindTerminalOutput, Data: wire.TerminalOutput{Text: "z"}})
+	proc.End(agents.TurnResult{})
+	f.waitStatus(si.ID, store.StatusCompleted)
+	if got := kinds(f.events(si.ID)); strings.Join(got, " ") != "user-prompt status:running terminal-output terminal-output status:completed" {
+		t.Fatalf("events %v", got)
+	}
+}
+
 // A session that is active by its record with no agent process behind it
 // is ended by a stop instead of refused, even on a full disk.
 func TestStopSessionWithoutProcess(t *testing.T) {

@@ -520,9 +520,8 @@ func (m *Manager) logFailure(sessionID, what string, err error) {
 }
 
 func (m *Manager) appendEvent(sessionID, kind string, data any) error {
-	raw, err := json.Marshal(data)
-	if err != nil {
-		return fmt.Errorf("encode %s event: %w", kind, err)
+	if data == nil {
+		data = json.RawMessage("null") // a nil Value would mean "no value"
 	}
 	var lost []store.EventInput
 	var done func(bool)
@@ -530,8 +529,10 @@ func (m *Manager) appendEvent(sessionID, kind string, data any) error {
 		// The marker of what was lost goes first, in the same transaction.
 		lost, done = m.takeLoss(sessionID)
 	}
-	in := append(lost, store.EventInput{SessionID: sessionID, Kind: kind, Data: raw})
-	_, err = m.opts.Store.AppendMany(m.ctx, in)
+	// The store encodes the value: it then knows the data is valid JSON
+	// and need not scan it again.
+	in := append(lost, store.EventInput{SessionID: sessionID, Kind: kind, Value: data})
+	_, err := m.opts.Store.AppendMany(m.ctx, in)
 	if done != nil {
 		done(err == nil)
 	}

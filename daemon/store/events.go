@@ -29,6 +29,11 @@ type EventInput struct {
 	SessionID string
 	Kind      string
 	Data      json.RawMessage // valid JSON; empty means null
+	// Value, when set instead of Data, is encoded with json.Marshal on the
+	// caller's goroutine: what Marshal makes is valid JSON, so unlike Data
+	// it is not scanned again (json.Valid was 1.7% of the worker's CPU
+	// with 50 busy terminals, more than encoding the events).
+	Value any
 	// TS is when the event happened; zero means the time of the Append call.
 	TS time.Time
 }
@@ -140,10 +145,20 @@ func (s *Store) AppendMany(ctx context.Context, in []EventInput) ([]Event, error
 		if e.SessionID == "" || e.Kind == "" {
 			return nil, errors.New("append: session id and kind are required")
 		}
-		if len(e.Data) == 0 {
+		switch {
+		case e.Value != nil:
+			if len(e.Data) > 0 {
+				return nil, fmt.Errorf("append %s to %s: both data and a value: %w", e.Kind, e.SessionID, ErrBadData)
+			}
+			raw, err := json.Marshal(e.Value)
+			if err != nil {
+				return nil, fmt.Errorf("append %s to %s: encode: %w (%w)", e.Kind, e.SessionID, err, ErrBadData)
+			}
+			e.Data, e.Value = raw, nil
+		case len(e.Data) == 0:
 			e.Data = json.RawMessage("null")
-		} else if !json.Valid(e.Data) {
-			return nil, fmt.Errorf("append %s to %s: data is not valid JSON", e.Kind, e.SessionID)
+		case !json.Valid(e.Data):
+			return nil, fmt.Errorf("append %s to %s: data is not valid JSON: %w", e.Kind, e.SessionID, ErrBadData)
 		}
 		if e.TS.IsZero() {
 			e.TS = now

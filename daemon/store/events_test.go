@@ -305,3 +305,45 @@ func TestFailedBatchLeavesNoGap(t *testing.T) {
 		}
 	}
 }
+
+// An event may carry a Go value instead of JSON: the store encodes it as
+// json.Marshal does and stores that, and refuses, with ErrBadData and
+// without writing anything of the call, a value that does not encode, an
+// event with both a value and data, and data that is not JSON.
+func TestAppendValue(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	sid := newSession(t, s).ID
+	type text struct {
+		Text string `json:"text"`
+	}
+	v := text{Text: "a \"quoted\" <line>\n"}
+	want, _ := json.Marshal(v)
+	evs, err := s.AppendMany(ctx, []EventInput{
+		{SessionID: sid, Kind: "terminal-output", Value: v},
+		{SessionID: sid, Kind: "terminal-output", Value: (*text)(nil)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(evs[0].Data) != string(want) || string(evs[1].Data) != "null" {
+		t.Fatalf("appended %s and %s, want %s and null", evs[0].Data, evs[1].Data, want)
+	}
+	stored, err := s.Events(ctx, sid, 0, 0)
+	if err != nil || len(stored) != 2 || string(stored[0].Data) != string(want) || string(stored[1].Data) != "null" {
+		t.Fatalf("stored %+v, %v", stored, err)
+	}
+	for name, bad := range map[string]EventInput{
+		"a value that does not encode": {SessionID: sid, Kind: "x", Value: func() {}},
+		"both data and a value":        {SessionID: sid, Kind: "x", Value: v, Data: json.RawMessage(`{}`)},
+		"data that is not JSON":        {SessionID: sid, Kind: "x", Data: json.RawMessage(`{"text":`)},
+	} {
+		_, err := s.AppendMany(ctx, []EventInput{{SessionID: sid, Kind: "terminal-output", Value: v}, bad})
+		if !errors.Is(err, ErrBadData) {
+			t.Errorf("%s: err = %v, want ErrBadData", name, err)
+		}
+	}
+	if last, err := s.LastSeq(ctx, sid); err != nil || last != 2 {
+		t.Fatalf("last seq %d (%v) after the refusals, want 2", last, err)
+	}
+}

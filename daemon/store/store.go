@@ -42,6 +42,11 @@ var ErrNotFound = errors.New("not found")
 // ErrClosed is returned by operations on a store after Close.
 var ErrClosed = errors.New("store closed")
 
+// ErrBadData means an event to append was refused for its data (not valid
+// JSON, or a value that does not encode): nothing was written, and the
+// same event would be refused again.
+var ErrBadData = errors.New("bad event data")
+
 // fileMode is the mode of the database and its -wal and -shm companions: they
 // hold prompts and agent output, which are as private as credentials.
 const fileMode fs.FileMode = 0o600
