@@ -214,17 +214,12 @@ func (s *StoreSource) digest(path string) (fileDigest, bool) {
 }
 
 // Events returns the session's events after afterSeq up to its durable
-// mark only: an event the store shows before it is fsynced could be taken
-// back by a crash of the machine, and its seq given to another event, so
-// the control plane would hold, for good, an event the log does not.
+// mark: an event a crash of the machine could take back, and its seq then
+// go to another event, must never reach the control plane, which would
+// hold it for good while the log does not. The store shows no reader an
+// event before it is on disk (store.DurableSeq); the mark keeps this
+// copy's promise explicit whatever the store's commit does.
 func (s *StoreSource) Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]sdk.SyncEvent, error) {
-	last, err := s.Store.LastSeq(ctx, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	if last <= afterSeq {
-		return []sdk.SyncEvent{}, nil // nothing new: no fsync
-	}
 	mark, err := s.Store.DurableSeq(ctx, sessionID)
 	if err != nil {
 		return nil, err

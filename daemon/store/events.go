@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -41,7 +40,7 @@ type EventInput struct {
 // Stats counts the appender's work since Open.
 type Stats struct {
 	Batches int64 // committed transactions of events
-	Syncs   int64 // fsyncs of the log that made batches durable (one may cover several)
+	Syncs   int64 // fsyncs of the log: one for each committed batch
 	Events  int64 // events committed
 }
 
@@ -52,9 +51,6 @@ const (
 	// appendQueue is how many append requests may wait for the appender
 	// before producers block: back-pressure instead of an unbounded queue.
 	appendQueue = 4096
-	// syncQueue is how many committed batches may wait for the syncer
-	// before the appender blocks.
-	syncQueue = 0
 	// insertChunk is how many rows one INSERT statement carries: per-statement
 	// overhead (bind, step, halt) dominates single-row inserts.
 	insertChunk = 128
@@ -88,12 +84,6 @@ type appender struct {
 	// sinceCheckpoint counts bytes committed since the last checkpoint
 	// request; the appender goroutine is its only user.
 	sinceCheckpoint int
-
-	// syncCh hands committed batches to the syncer, which makes them
-	// durable and answers their callers (sync.go).
-	syncCh   chan []*appendReq
-	syncDone chan struct{}
-	wal      *os.File // the -wal file, the syncer's
 
 	// The unsealed tail of the log (seal.go): event_seqs holds every event
 	// with id <= sealedUpto; unsealed counts the committed events after it,
@@ -205,7 +195,6 @@ func (s *Store) Stats() Stats {
 // with the load by itself: one fsync per batch, never per event.
 func (s *Store) runAppender() {
 	defer close(s.app.done)
-	defer close(s.app.syncCh)
 	var batch []*appendReq
 	// idle fires when nothing was appended for sealIdle with a tail to seal
 	// (seal.go): a quiet log gets an empty tail, so its reads scan nothing.
@@ -299,9 +288,11 @@ func (s *Store) commitBatch(batch []*appendReq) {
 	s.app.batches.Add(1)
 	s.app.events.Add(events)
 	s.app.unsealed += int(events)
-	// The callers are answered once the batch is durable; meanwhile this
-	// goroutine goes on with the next batch.
-	s.app.syncCh <- slices.Clone(batch)
+	// The commit was durable: answer the callers.
+	s.app.syncs.Add(1)
+	for _, r := range batch {
+		close(r.done)
+	}
 	if s.sealDue() {
 		s.seal(context.Background())
 	}
@@ -317,18 +308,17 @@ func (s *Store) writeBatch(batch []*appendReq) (touched map[string]struct{}, err
 	// so a batch is never abandoned half-way; and a cancellable context would
 	// make the driver start a watcher goroutine per statement.
 	ctx := context.Background()
-	// The batch commits without an fsync, so that it is visible (and
-	// followers are woken) at once; the syncer makes it durable before its
-	// callers hear of it (sync.go).
-	var txErr error
-	err = s.normalSync(ctx, func(conn *sql.Conn) error {
-		txErr = s.writeBatchTx(ctx, conn, batch, touched)
-		return txErr
-	})
-	if err != nil && txErr == nil {
-		err = fmt.Errorf("append: %w", err) // the connection's, not the batch's
+	// The writer's connection is in synchronous=FULL: the commit returns
+	// once the batch's frames are durable in the -wal file, and SQLite
+	// makes them visible to readers only then, so no reader or follower
+	// ever sees an event a crash of the machine could take back (design:
+	// persisted before it is broadcast).
+	conn, err := s.writer.Conn(ctx)
+	if err != nil {
+		return touched, fmt.Errorf("append: %w", err)
 	}
-	return touched, err
+	defer conn.Close()
+	return touched, s.writeBatchTx(ctx, conn, batch, touched)
 }
 
 func (s *Store) writeBatchTx(ctx context.Context, conn *sql.Conn, batch []*appendReq, touched map[string]struct{}) error {

@@ -93,12 +93,11 @@ func (s *Store) sealDue() bool {
 }
 
 // seal moves the unsealed tail into event_seqs. It runs on the appender's
-// goroutine, on the writer connection, after a batch was committed and
-// handed to the syncer, so the batch's followers are not kept waiting.
-// The connection is in synchronous=NORMAL like a batch's, because the
-// seal need not be durable before anything: the syncer's next fsync makes
-// it so, and a seal lost with the machine leaves a longer tail, still
-// read. A failed seal is retried sealEvery events later, not when idle.
+// goroutine, on the writer connection, after a batch was committed and its
+// callers answered, so the batch's followers are not kept waiting. The
+// connection is in synchronous=NORMAL for it, because the seal need not be
+// durable before anything: the next batch's fsync makes it so, and a seal
+// lost with the machine leaves a longer tail, still read. A failed seal is retried sealEvery events later, not when idle.
 func (s *Store) seal(ctx context.Context) {
 	err := s.normalSync(ctx, func(conn *sql.Conn) error { return s.sealTx(ctx, conn) })
 	if err != nil {

@@ -413,12 +413,14 @@ func BenchmarkReadsWithTail(b *testing.B) {
 	}
 }
 
-// The appender's synchronous switches are prepared once per writer
-// connection: when database/sql replaces the connection, the next batch
+// The seal's synchronous switches are prepared once per writer
+// connection: when database/sql replaces the connection, the next seal
 // prepares them again on the new one, which is left fsyncing its commits.
 func TestSyncPragmasFollowTheConnection(t *testing.T) {
+	keepTail(t)
 	ctx := context.Background()
 	s := openTest(t)
+	s.app.sealEvery, s.app.nextSeal = 1, 1 // a seal after every batch
 	sid := newSession(t, s).ID
 	if _, err := s.Append(ctx, sid, "terminal-output", payload256); err != nil {
 		t.Fatal(err)
@@ -433,6 +435,13 @@ func TestSyncPragmasFollowTheConnection(t *testing.T) {
 	for range 3 {
 		if _, err := s.Append(ctx, sid, "terminal-output", payload256); err != nil {
 			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if sealed, tail := sealCounts(t, s); sealed == 4 && tail == 0 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%d sealed, %d in the tail; want 4 and 0", sealed, tail)
 		}
 	}
 	var mode int

@@ -9,12 +9,11 @@
 // that WAL lets run concurrently with the writer.
 //
 // Events are appended by a single appender goroutine that group-commits
-// whatever is pending into one transaction; a syncer goroutine fsyncs the
-// log behind it, one fsync for every batch committed meanwhile (sync.go).
-// Append returns once its event is durable. Followers are signalled as soon
-// as a batch commits: an event is in the log, safe from a crash of the
-// daemon, before anyone can broadcast it, though it may reach a follower a
-// few milliseconds before it reaches the disk.
+// whatever is pending into one transaction, one fsync a batch. SQLite makes
+// a commit visible to readers only once its fsync is done, so Append
+// returns, and followers are signalled, only for events on disk: no reader
+// ever sees an event that a crash of the machine could take back, with its
+// seq then handed to another event.
 // Followers (Follow, Watch) are paced by the store: they re-read from their
 // own cursor after a coalesced signal, so there is neither a per-follower
 // buffer to overflow nor a gap or duplicate between replay and live events.
@@ -71,9 +70,6 @@ type Options struct {
 	// of sessions; an error it returns fails that write as a full disk
 	// would. Tests use it to break writes and then let them succeed again.
 	WriteFault func() error
-	// SyncFault, when set, runs in place of the fsync of DurableSeq
-	// (durable.go): tests make it slow or fail.
-	SyncFault func(f *os.File) error
 }
 
 // Store is the daemon's durable store. It is safe for concurrent use.
@@ -106,7 +102,6 @@ type Store struct {
 	ends       endBook
 	settleDone chan struct{}
 	writeFault func() error
-	syncFault  func(f *os.File) error
 
 	// closeMu guards closed and the closing of app.ch against senders.
 	closeMu   sync.RWMutex
@@ -146,13 +141,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
 
-	s := &Store{path: opts.Path, writer: writer, writeFault: opts.WriteFault, syncFault: opts.SyncFault, app: &appender{
-		ch:       make(chan *appendReq, appendQueue),
-		done:     make(chan struct{}),
-		syncCh:   make(chan []*appendReq, syncQueue),
-		syncDone: make(chan struct{}),
-		lastSeq:  make(map[string]int64),
-		inserts:  make(map[int]*sql.Stmt),
+	s := &Store{path: opts.Path, writer: writer, writeFault: opts.WriteFault, app: &appender{
+		ch:      make(chan *appendReq, appendQueue),
+		done:    make(chan struct{}),
+		lastSeq: make(map[string]int64),
+		inserts: make(map[int]*sql.Stmt),
 	}}
 	if err := s.init(ctx, opts); err != nil {
 		for _, st := range s.app.inserts {
@@ -174,7 +167,6 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.settleDone = make(chan struct{})
 	go s.runCheckpointer(s.ckpt)
 	go s.runAppender()
-	go s.runSyncer()
 	go s.runSettler()
 	if s.ends.n.Load() > 0 {
 		s.wakeSettler()
@@ -299,16 +291,12 @@ func (s *Store) Close() error {
 		close(s.app.ch)
 		s.closeMu.Unlock()
 		<-s.app.done
-		<-s.app.syncDone
 		s.cancel()
 		<-s.ckptDone
 		<-s.settleDone
 		errs := []error{s.closeStmts()}
 		if s.ends.file != nil {
 			errs = append(errs, s.ends.file.Close())
-		}
-		if s.app.wal != nil {
-			errs = append(errs, s.app.wal.Close())
 		}
 		for _, st := range s.app.inserts {
 			errs = append(errs, st.Close())
