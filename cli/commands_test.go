@@ -13,6 +13,7 @@ import (
 	"reeve.dev/reeve/daemon/controlclient"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/internal/syncbuf"
 )
 
 // The commands below each reach the daemon through a fake, as a person
@@ -179,7 +180,7 @@ func TestManifestOutput(t *testing.T) {
 // A slow manifest says what the command waits for on stderr, and the
 // progress ends before the answer is printed.
 func TestManifestSaysWhatItWaitsFor(t *testing.T) {
-	var errb *syncBuffer
+	var errb *syncbuf.Buffer
 	f := &fakeDaemon{manifest: func(string) (wire.Manifest, error) {
 		// Answer once the wait has been announced twice; a command
 		// without progress would keep this fake waiting until the
@@ -403,7 +404,7 @@ func TestHintsNameTheHomeFlag(t *testing.T) {
 		s.end(&wire.SessionEnded{Type: wire.TypeSessionEnded, SessionID: "01REEVE", Status: "completed", LastSeq: 6}, nil)
 	}()
 	run := func(env map[string]string, args ...string) string {
-		var out, errb syncBuffer
+		var out, errb syncbuf.Buffer
 		e := &Env{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(k string) string { return env[k] },
 			Connect: func(_ context.Context, dir home.Dir) (Daemon, error) {
 				if string(dir) != h {
@@ -446,7 +447,7 @@ func TestRunOutput(t *testing.T) {
 			return si, nil
 		},
 	}
-	start := func() (daemonCmd, *syncBuffer, *syncBuffer) {
+	start := func() (daemonCmd, *syncbuf.Buffer, *syncbuf.Buffer) {
 		cmd, out, errb := testCmd(t, f)
 		fakeSupervisor(t, cmd.home) // a daemon runs: run starts none
 		return cmd, out, errb

@@ -13,6 +13,7 @@ import (
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
 	"reeve.dev/reeve/daemon/wireclient"
+	"reeve.dev/reeve/internal/syncbuf"
 )
 
 // fakeDaemon is a Daemon and its Protocol whose answers are func fields;
@@ -284,10 +285,10 @@ func (s *fakeStream) end(e *wire.SessionEnded, err error) {
 
 // testCmd is a daemonCmd reaching f, with buffers for its output, in a
 // fresh home that no daemon runs from.
-func testCmd(t *testing.T, f *fakeDaemon) (daemonCmd, *syncBuffer, *syncBuffer) {
+func testCmd(t *testing.T, f *fakeDaemon) (daemonCmd, *syncbuf.Buffer, *syncbuf.Buffer) {
 	t.Helper()
 	f.t = t
-	out, errb := &syncBuffer{}, &syncBuffer{}
+	out, errb := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	env := &Env{In: strings.NewReader(""), Out: out, Err: errb, Getenv: func(string) string { return "" },
 		Connect: func(context.Context, home.Dir) (Daemon, error) {
 			if f.connectErr != nil {

@@ -19,6 +19,7 @@ import (
 	"reeve.dev/reeve/daemon/controlclient"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/internal/syncbuf"
 )
 
 // bareHintAllowed are the string literals of cli/ that spell a reeve
@@ -175,7 +176,7 @@ func TestHintsReachTheSameHome(t *testing.T) {
 	}
 	execute := func(d *fakeDaemon, env map[string]string, args ...string) result {
 		t.Helper()
-		var out, errb syncBuffer
+		var out, errb syncbuf.Buffer
 		e := &Env{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(k string) string { return env[k] }, Programs: testPrograms()}
 		if d != nil {
 			e.Connect = func(_ context.Context, dir home.Dir) (Daemon, error) {
@@ -273,7 +274,7 @@ func TestSetupNextStepsNameTheHome(t *testing.T) {
 		{"the default", map[string]string{"XDG_STATE_HOME": state}, nil, ""},
 		{"--home the default, REEVE_HOME another", map[string]string{"XDG_STATE_HOME": state, "REEVE_HOME": other}, []string{"--home", def}, def},
 	} {
-		var out, errb syncBuffer
+		var out, errb syncbuf.Buffer
 		e := &Env{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(k string) string { return c.env[k] }, Programs: testPrograms()}
 		if code := Execute(context.Background(), e, append(c.args, "setup", "--yes", "--json")); code != ExitOK {
 			t.Fatalf("%s: exit %d\n%s", c.name, code, errb.String())

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/internal/syncbuf"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/sdk/e2e"
 	"reeve.dev/reeve/server/servertest"
@@ -20,9 +21,9 @@ var approveLine = regexp.MustCompile(`approve it at (\S+/pair\?code=([A-Z0-9]{8}
 
 // startPair runs `reeve pair` in the background and returns its streams
 // and the code it prints.
-func startPair(t *testing.T, args ...string) (code string, out, errb *syncBuffer, done chan int) {
+func startPair(t *testing.T, args ...string) (code string, out, errb *syncbuf.Buffer, done chan int) {
 	t.Helper()
-	out, errb = &syncBuffer{}, &syncBuffer{}
+	out, errb = &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	env := &Env{In: strings.NewReader(""), Out: out, Err: errb, Getenv: func(string) string { return "" }, Programs: testPrograms()}
 	done = make(chan int, 1)
 	go func() { done <- Execute(context.Background(), env, args) }()

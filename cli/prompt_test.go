@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/internal/syncbuf"
 )
 
 // attachRig follows a fake session with stdin on a real terminal (a PTY):
@@ -23,8 +24,8 @@ type attachRig struct {
 	tty     *os.File
 	stream  *fakeStream
 	daemon  *fakeDaemon
-	errb    *syncBuffer
-	out     *syncBuffer
+	errb    *syncbuf.Buffer
+	out     *syncbuf.Buffer
 	done    chan error
 	decided chan wire.RespondPermissionRequest
 }

@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"reeve.dev/reeve/internal/syncbuf"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/store/storetest"
 )
@@ -83,23 +83,9 @@ func testServerTokenCreate(t *testing.T, db []string, so serverOptions) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to read while the server writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-func (s *syncBuffer) Reset()         { s.mu.Lock(); defer s.mu.Unlock(); s.b.Reset() }
-
 func TestServerFirstStartPrintsALoginLinkThatSignsIn(t *testing.T) {
 	env, _, _ := testEnv()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	env.Out = out
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -200,7 +186,7 @@ func TestServerInvitePrintsALinkThatMakesAMember(t *testing.T) {
 	joiner := strings.TrimSpace(out)
 
 	senv, _, _ := testEnv()
-	console := &syncBuffer{}
+	console := &syncbuf.Buffer{}
 	senv.Out = console
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,32 +14,16 @@ import (
 
 	"reeve.dev/reeve/agents/agenttest"
 	"reeve.dev/reeve/daemon/home"
+	"reeve.dev/reeve/internal/syncbuf"
 )
 
 // bg is a reeve process running in the background.
 type bg struct {
 	cmd  *exec.Cmd
-	out  lockedBuffer
-	errb lockedBuffer
+	out  syncbuf.Buffer
+	errb syncbuf.Buffer
 	done chan struct{}
 	code int
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // background starts reeve with this home; extra environment is added.
@@ -206,7 +188,7 @@ type term struct {
 	t    *testing.T
 	ptmx *os.File
 	cmd  *exec.Cmd
-	out  lockedBuffer
+	out  syncbuf.Buffer
 	done chan struct{}
 	code int
 }

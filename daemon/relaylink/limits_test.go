@@ -16,6 +16,7 @@ import (
 
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/internal/syncbuf"
 	"reeve.dev/reeve/server/relay"
 	"reeve.dev/reeve/server/relay/relaywire"
 	"reeve.dev/reeve/server/sdk"
@@ -58,7 +59,7 @@ type realRelay struct {
 	url    string
 	link   *Link
 	anchor *ecdh.PrivateKey
-	log    *syncBuffer
+	log    *syncbuf.Buffer
 }
 
 func startRealRelay(t *testing.T) *realRelay {
@@ -79,7 +80,7 @@ func startRealRelay(t *testing.T) *realRelay {
 		json.NewEncoder(w).Encode(map[string]any{"data": map[string]any{"token": "daemon-jwt", "expires_at": time.Now().Add(time.Hour)}})
 	}))
 	t.Cleanup(api.Close)
-	r := &realRelay{t: t, relay: rl, url: srv.URL, log: &syncBuffer{}}
+	r := &realRelay{t: t, relay: rl, url: srv.URL, log: &syncbuf.Buffer{}}
 	if r.anchor, err = ecdh.X25519().GenerateKey(rand.Reader); err != nil {
 		t.Fatal(err)
 	}

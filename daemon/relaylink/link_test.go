@@ -20,6 +20,7 @@ import (
 	"reeve.dev/reeve/daemon/control"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/internal/syncbuf"
 	"reeve.dev/reeve/server/relay"
 	"reeve.dev/reeve/server/sdk/e2e"
 	"reeve.dev/reeve/server/sdk/remote"
@@ -78,7 +79,7 @@ type rig struct {
 	anchor *ecdh.PrivateKey
 	clock  *clock
 	issued atomic.Int64
-	log    *syncBuffer
+	log    *syncbuf.Buffer
 	// refuse makes the token exchange answer 401, as for a detached
 	// install.
 	refuse atomic.Bool
@@ -91,29 +92,12 @@ type rigOptions struct {
 	intercept  func(to string, env relay.Envelope) []relay.Envelope
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func newRig(t *testing.T, o rigOptions) *rig {
 	t.Helper()
 	if o.tokenTTL == 0 {
 		o.tokenTTL = 10 * time.Minute
 	}
-	r := &rig{t: t, clock: &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, log: &syncBuffer{}}
+	r := &rig{t: t, clock: &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, log: &syncbuf.Buffer{}}
 	var err error
 	if r.anchor, err = ecdh.X25519().GenerateKey(rand.Reader); err != nil {
 		t.Fatal(err)

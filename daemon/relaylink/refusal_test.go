@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/internal/syncbuf"
 	"reeve.dev/reeve/server/sdk/remote"
 	"reeve.dev/reeve/server/servertest"
 )
@@ -62,10 +63,10 @@ func (f *refreshFaults) failed() int {
 // dialAsMember pairs a machine, adds a member to its workspace and dials
 // the machine as that member with 10-second tokens, the member's HTTP
 // going through rt.
-func dialAsMember(t *testing.T, rt http.RoundTripper) (*remote.Client, paired, servertest.User, *servertest.Server, *syncBuffer, *helloRecorder) {
+func dialAsMember(t *testing.T, rt http.RoundTripper) (*remote.Client, paired, servertest.User, *servertest.Server, *syncbuf.Buffer, *helloRecorder) {
 	t.Helper()
 	s := servertest.Start(t, servertest.Options{RelayTokenTTL: 10 * time.Second})
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	rec := &helloRecorder{}
 	p := pairedLink(t, s, http.DefaultTransport, log, rec.serve)
 	m := s.AddMember(p.user.Workspace, "member@example.com", "member")

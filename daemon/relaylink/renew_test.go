@@ -18,6 +18,7 @@ import (
 	"reeve.dev/reeve/daemon/control"
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/internal/syncbuf"
 	"reeve.dev/reeve/server/sdk"
 	"reeve.dev/reeve/server/sdk/remote"
 	"reeve.dev/reeve/server/servertest"
@@ -97,7 +98,7 @@ type paired struct {
 
 // pairedLink pairs a machine with a real server and runs its relay link,
 // serving channels with serve.
-func pairedLink(t *testing.T, s *servertest.Server, rt http.RoundTripper, log *syncBuffer, serve func(context.Context, control.FrameConn)) paired {
+func pairedLink(t *testing.T, s *servertest.Server, rt http.RoundTripper, log *syncbuf.Buffer, serve func(context.Context, control.FrameConn)) paired {
 	t.Helper()
 	ctx := context.Background()
 	u := s.NewUser("renew@example.com")
@@ -139,7 +140,7 @@ func pairedLink(t *testing.T, s *servertest.Server, rt http.RoundTripper, log *s
 	return paired{link: l, user: u, anchor: anchor, creds: creds}
 }
 
-func waitFor(t *testing.T, within time.Duration, log *syncBuffer, what string, cond func() bool) {
+func waitFor(t *testing.T, within time.Duration, log *syncbuf.Buffer, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
@@ -160,7 +161,7 @@ func TestShortRelayTokensRenewAtTheirCadence(t *testing.T) {
 	const ttl = 10 * time.Second
 	s := servertest.Start(t, servertest.Options{RelayTokenTTL: ttl})
 	counter := &exchangeCounter{base: http.DefaultTransport}
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	l := pairedLink(t, s, counter, log, ackServer).link
 
 	// Cadence: count the exchanges over a window that spans about two
@@ -270,7 +271,7 @@ func TestRemoteClientRefreshesAccessOnItsChannel(t *testing.T) {
 		t.Skip("waits through several token lifetimes")
 	}
 	s := servertest.Start(t, servertest.Options{RelayTokenTTL: 10 * time.Second})
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	rec := &helloRecorder{}
 	p := pairedLink(t, s, http.DefaultTransport, log, rec.serve)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

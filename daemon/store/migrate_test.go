@@ -1,38 +1,20 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"reeve.dev/reeve/internal/syncbuf"
 )
-
-// lockedBuffer is a log destination the store's goroutines may share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // captureLog sends the default logger, where the worker's store logs go, to
 // a buffer for the rest of the test.
-func captureLog(t *testing.T) *lockedBuffer {
-	var b lockedBuffer
+func captureLog(t *testing.T) *syncbuf.Buffer {
+	var b syncbuf.Buffer
 	was := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&b, nil)))
 	t.Cleanup(func() { slog.SetDefault(was) })

@@ -25,6 +25,24 @@ func sealCounts(t *testing.T, s *Store) (sealed, tail int) {
 	return sealed, tail
 }
 
+// waitSealed waits until the log's n events are all sealed: a seal runs
+// on the appender after the batch's callers were answered, so the last
+// Append may return before it ends.
+func waitSealed(t *testing.T, s *Store, n int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sealed, tail := sealCounts(t, s)
+		if sealed == n && tail == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d sealed, %d in the tail; want %d and 0", what, sealed, tail, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // checkLog reads a session's log every way the store offers, from every
 // cursor, and compares it with want (its events' data, seq 1 first).
 func checkLog(t *testing.T, s *Store, sid string, want []string) {
@@ -93,17 +111,7 @@ func TestQuietLogIsSealed(t *testing.T) {
 		}
 		want = append(want, d)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		sealed, tail := sealCounts(t, s)
-		if sealed == 5 && tail == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a quiet log was not sealed: %d sealed, %d in the tail", sealed, tail)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitSealed(t, s, 5, "a quiet log")
 	checkLog(t, s, sid, want)
 }
 
@@ -238,19 +246,7 @@ func TestFailedSealKeepsTheTail(t *testing.T) {
 		}
 		want = append(want, d)
 	}
-	// The seal runs after the batch went to the syncer, so the last
-	// Append may return before it ends.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		sealed, tail := sealCounts(t, s)
-		if sealed == 8 && tail == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the retried seal left %d sealed, %d in the tail; want 8 and 0", sealed, tail)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitSealed(t, s, 8, "the retried seal")
 	checkLog(t, s, sid, want)
 }
 
@@ -437,13 +433,7 @@ func TestSyncPragmasFollowTheConnection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if sealed, tail := sealCounts(t, s); sealed == 4 && tail == 0 {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("%d sealed, %d in the tail; want 4 and 0", sealed, tail)
-		}
-	}
+	waitSealed(t, s, 4, "the seal on the new connection")
 	var mode int
 	if err := s.writer.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&mode); err != nil || mode != 2 {
 		t.Fatalf("writer connection synchronous=%d (%v), want 2 (FULL)", mode, err)

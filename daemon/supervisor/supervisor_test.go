@@ -8,31 +8,13 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"reeve.dev/reeve/daemon/home"
 	"reeve.dev/reeve/daemon/wire"
+	"reeve.dev/reeve/internal/syncbuf"
 )
-
-// syncBuffer is a log sink safe for the supervisor's and the workers' writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func newHome(t *testing.T) home.Dir {
 	d := home.Dir(t.TempDir())
@@ -46,7 +28,7 @@ func newHome(t *testing.T) home.Dir {
 // growing backoff, and every restart is logged with its reason.
 func TestRestartsWithGrowingBackoff(t *testing.T) {
 	dir := newHome(t)
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	statusR, statusW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -97,7 +79,7 @@ func TestRestartsWithGrowingBackoff(t *testing.T) {
 // worker's reason instead of a restart loop.
 func TestFirstFailureIsNotRetried(t *testing.T) {
 	dir := newHome(t)
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	err := Run(context.Background(), Options{
 		Home:       dir,
 		Executable: "/bin/sh",
@@ -130,7 +112,7 @@ func TestOneSupervisorPerHome(t *testing.T) {
 // drain timeout.
 func TestDrainKillsStubbornWorker(t *testing.T) {
 	dir := newHome(t)
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	statusR, statusW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -10,37 +10,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"reeve.dev/reeve/internal/syncbuf"
 	"reeve.dev/reeve/server/host"
 	"reeve.dev/reeve/server/servertest"
 	"reeve.dev/reeve/server/store"
 	"reeve.dev/reeve/server/store/storetest"
 )
 
-// syncBuffer is a log sink the server writes from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startLogged runs a server whose debug log goes to logs; dbURL selects
 // its database ("": SQLite in its data directory).
-func startLogged(t *testing.T, logs *syncBuffer, dbURL ...string) *servertest.Server {
+func startLogged(t *testing.T, logs *syncbuf.Buffer, dbURL ...string) *servertest.Server {
 	o := host.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if len(dbURL) > 0 {
 		o.DatabaseURL = dbURL[0]
@@ -111,7 +93,7 @@ func TestProviderKeysNeverLeakTheirSecret(t *testing.T) {
 }
 
 func testProviderKeysNeverLeak(t *testing.T, dbURL string) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	var s *servertest.Server
 	var walFrom string
 	if dbURL == "" {
