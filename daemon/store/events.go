@@ -78,8 +78,6 @@ type appender struct {
 
 	// inserts holds the multi-row INSERT statements by row count.
 	inserts map[int]*sql.Stmt
-	// pragmas switch the writer between synchronous modes (normalSync).
-	pragmas syncPragmas
 
 	// sinceCheckpoint counts bytes committed since the last checkpoint
 	// request; the appender goroutine is its only user.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -97,7 +96,8 @@ func (s *Store) sealDue() bool {
 // callers answered, so the batch's followers are not kept waiting. The
 // connection is in synchronous=NORMAL for it, because the seal need not be
 // durable before anything: the next batch's fsync makes it so, and a seal
-// lost with the machine leaves a longer tail, still read. A failed seal is retried sealEvery events later, not when idle.
+// lost with the machine leaves a longer tail, still read. A failed seal is
+// retried sealEvery events later, not when idle.
 func (s *Store) seal(ctx context.Context) {
 	err := s.normalSync(ctx, func(conn *sql.Conn) error { return s.sealTx(ctx, conn) })
 	if err != nil {
@@ -141,114 +141,24 @@ func (s *Store) sealTx(ctx context.Context, conn *sql.Conn) error {
 
 // normalSync runs f on the writer connection in synchronous=NORMAL, which
 // the connection leaves again before it is released: every write but the
-// appender's keeps its own fsync. Only the appender's goroutine calls it.
+// seal keeps its own fsync. Only the appender's goroutine calls it, once a
+// seal (every sealEvery events, or when the log goes quiet), so parsing
+// the two statements each time costs nothing worth keeping prepared
+// driver statements for.
 func (s *Store) normalSync(ctx context.Context, f func(conn *sql.Conn) error) error {
 	conn, err := s.writer.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if err := s.setSynchronous(conn, false); err != nil {
+	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
 		return err
 	}
 	defer func() {
-		if err := s.setSynchronous(conn, true); err != nil {
-			// Never hand the connection on without its fsyncs. Its
-			// statements go first, while it is open.
-			conn.Raw(func(any) error {
-				s.app.pragmas.close()
-				return driver.ErrBadConn
-			})
+		if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
+			// Never hand the connection on without its fsyncs.
+			conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
 	return f(conn)
-}
-
-// syncPragmas are the two statements of normalSync, prepared once on the
-// writer's driver connection: parsed for every batch, twice, they cost
-// more than some batches' inserts.
-type syncPragmas struct {
-	dc           any // the driver connection they belong to
-	normal, full driver.StmtExecContext
-}
-
-func (p *syncPragmas) close() error {
-	var errs []error
-	for _, st := range []driver.StmtExecContext{p.normal, p.full} {
-		if st != nil {
-			errs = append(errs, st.(driver.Stmt).Close())
-		}
-	}
-	*p = syncPragmas{}
-	return errors.Join(errs...)
-}
-
-// closePragmas finalises the statements of s.app.pragmas when the
-// connection they were prepared on is still the writer's. database/sql
-// closes a connection it was told is bad (a commit that fails on a full
-// disk can), and the driver crashes finalising a statement of a closed
-// connection; such statements went with their connection.
-func (s *Store) closePragmas() error {
-	if s.app.pragmas.dc == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := s.writer.Conn(ctx)
-	if err != nil {
-		s.app.pragmas = syncPragmas{}
-		return nil
-	}
-	defer conn.Close()
-	return conn.Raw(func(dc any) error {
-		if dc != s.app.pragmas.dc {
-			s.app.pragmas = syncPragmas{}
-			return nil
-		}
-		return s.app.pragmas.close()
-	})
-}
-
-// setSynchronous sets the writer connection's synchronous mode to FULL or
-// NORMAL with the statements of s.app.pragmas, preparing them on the
-// connection's first use (database/sql replaces a connection it was told
-// is bad, and the new one needs its own).
-func (s *Store) setSynchronous(conn *sql.Conn, full bool) error {
-	return conn.Raw(func(dc any) error {
-		p := &s.app.pragmas
-		if p.dc != dc {
-			// Another connection's, closed by now (normalSync finalises
-			// them before it gives one up; the driver cannot finalise a
-			// statement of a closed connection): forget them.
-			*p = syncPragmas{}
-			pc, ok := dc.(driver.ConnPrepareContext)
-			if !ok {
-				return fmt.Errorf("driver connection %T cannot prepare", dc)
-			}
-			for _, q := range []struct {
-				sql string
-				st  *driver.StmtExecContext
-			}{{`PRAGMA synchronous = NORMAL`, &p.normal}, {`PRAGMA synchronous = FULL`, &p.full}} {
-				st, err := pc.PrepareContext(context.Background(), q.sql)
-				if err != nil {
-					p.close()
-					return err
-				}
-				ex, ok := st.(driver.StmtExecContext)
-				if !ok {
-					st.Close()
-					p.close()
-					return fmt.Errorf("driver statement %T cannot exec", st)
-				}
-				*q.st = ex
-			}
-			p.dc = dc
-		}
-		st := p.normal
-		if full {
-			st = p.full
-		}
-		_, err := st.ExecContext(context.Background(), nil)
-		return err
-	})
 }

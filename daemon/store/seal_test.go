@@ -409,10 +409,9 @@ func BenchmarkReadsWithTail(b *testing.B) {
 	}
 }
 
-// The seal's synchronous switches are prepared once per writer
-// connection: when database/sql replaces the connection, the next seal
-// prepares them again on the new one, which is left fsyncing its commits.
-func TestSyncPragmasFollowTheConnection(t *testing.T) {
+// When database/sql replaces the writer connection, seals go on in
+// synchronous=NORMAL on the new one, which is left fsyncing its commits.
+func TestSealsGoOnAfterTheConnectionIsReplaced(t *testing.T) {
 	keepTail(t)
 	ctx := context.Background()
 	s := openTest(t)
@@ -444,8 +443,8 @@ func TestSyncPragmasFollowTheConnection(t *testing.T) {
 	}
 	defer conn.Close()
 	conn.Raw(func(dc any) error {
-		if dc == first || s.app.pragmas.dc != dc || s.app.pragmas.normal == nil {
-			t.Errorf("the pragmas belong to %p, the writer is %p (the replaced one %p)", s.app.pragmas.dc, dc, first)
+		if dc == first {
+			t.Errorf("the writer is still the connection database/sql was told is bad")
 		}
 		return nil
 	})

@@ -301,7 +301,6 @@ func (s *Store) Close() error {
 		for _, st := range s.app.inserts {
 			errs = append(errs, st.Close())
 		}
-		errs = append(errs, s.closePragmas())
 		s.closeErr = errors.Join(append(errs, s.ckpt.Close(), s.reader.Close(), s.writer.Close())...)
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("close store: %w", s.closeErr)
