@@ -53,7 +53,7 @@ setting left unset keeps its saved value.`,
 			opts.launch, opts.changes = resolved.Launch, resolved.Changes
 			dir := home.Dir(opts.launch.Home)
 			opts.daemonCmd = daemonCmd{env: env, home: dir, homeFlag: givenHome(cmd, dir)}
-			if err := applyKeyStore(cmd, env, home.Dir(opts.launch.Home)); err != nil {
+			if err := applyKeyStore(cmd, env, dir); err != nil {
 				return err
 			}
 			return runStart(cmd.Context(), opts)
@@ -78,8 +78,8 @@ func runStart(ctx context.Context, opts *startOptions) error {
 	if err := checkLaunch(opts.launch); err != nil {
 		return err
 	}
-	if locked, _ := home.Dir(opts.launch.Home).Locked(); !locked {
-		reportLaunchChanges(opts.env.Err, home.Dir(opts.launch.Home), opts.changes)
+	if locked, _ := opts.home.Locked(); !locked {
+		reportLaunchChanges(opts.env.Err, opts.home, opts.changes)
 	}
 	return opts.startDaemon(ctx, opts.launch, opts.foreground, "pass --listen with another port (--listen 127.0.0.1:0 picks a free one)")
 }
